@@ -1,0 +1,387 @@
+#include "engine.h"
+
+#include <algorithm>
+#include <set>
+
+#include "validation.h"
+
+namespace hvdcore {
+
+Engine::Engine(EngineConfig config, std::shared_ptr<Backend> backend, std::shared_ptr<KVStore> store)
+    : config_(std::move(config)),
+      log_(config_.rank, (LogLevel)config_.log_level, config_.log_hide_time),
+      backend_(std::move(backend)),
+      store_(std::move(store)),
+      stall_settings_(config_.stall_check_enabled, config_.stall_check_s, config_.stall_shutdown_s),
+      controller_(log_),
+      executor_(log_, timeline_, config_.fusion_threshold, execution_stats_,
+                [this](ProcessSet& ps, std::unique_ptr<TensorEntry> e, Status s) {
+                  Complete(ps, std::move(e), std::move(s));
+                }) {}
+
+Engine::~Engine() { Shutdown(); }
+
+Status Engine::Connect(ProcessSet& ps) {
+  if (!ps.member()) return Status::Ok();
+  std::vector<int32_t> job_ranks = ps.ranks;
+  std::string prefix = config_.key_prefix + "/ps" + std::to_string(ps.id);
+  hvd_comm_config_v1 cc{};
+  cc.struct_size = sizeof cc;
+  cc.rank = ps.my_rank;
+  cc.size = ps.size();
+  cc.job_ranks = job_ranks.data();
+  cc.key_prefix = prefix.c_str();
+  cc.timeout_ms = config_.timeout_ms;
+  cc.device_kind = HVD_DEVICE_CPU;
+  cc.device_id = -1;
+  return Comm::Create(backend_, cc, store_->c_store(), &ps.comm);
+}
+
+// Settings that shape the negotiation protocol must be equal everywhere, or the bit-vectors of
+// different ranks would silently mean different things.
+Status Engine::CheckConfigAgreement() {
+  ProcessSet& global = *sets_.at(0);
+  int32_t n = global.size();
+  int64_t mine[3] = {config_.cache_capacity, config_.dynamic_process_sets ? 1 : 0,
+                     (int64_t)config_.process_sets.size()};
+  std::vector<int64_t> all(3 * (size_t)n);
+  Status st = global.comm->Allgatherv(mine, all.data(), std::vector<size_t>(n, 3), HVD_DTYPE_INT64);
+  if (!st.ok()) return st;
+  const char* names[3] = {"HOROVOD_CACHE_CAPACITY", "HOROVOD_DYNAMIC_PROCESS_SETS", "the number of process sets"};
+  for (int k = 0; k < 3; ++k) {
+    for (int32_t r = 0; r < n; ++r) {
+      if (all[3 * r + k] != all[k]) {
+        return Status::InvalidArgument(std::string(names[k]) + " differs between ranks: rank 0 has " +
+                                       std::to_string(all[k]) + ", rank " + std::to_string(r) + " has " +
+                                       std::to_string(all[3 * r + k]) + "; every rank must use the same setting");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+void Engine::Start() {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (started_) throw StatusError{Status::InvalidArgument("this engine was already started")};
+  started_ = true;
+  if (config_.size < 1 || config_.rank < 0 || config_.rank >= config_.size) {
+    throw StatusError{Status::InvalidArgument("rank " + std::to_string(config_.rank) + " is out of range for size " +
+                                              std::to_string(config_.size))};
+  }
+  std::vector<int32_t> everyone(config_.size);
+  for (int32_t r = 0; r < config_.size; ++r) everyone[r] = r;
+  sets_[0] = std::make_unique<ProcessSet>(0, everyone, config_.rank, config_.cache_capacity, stall_settings_);
+  std::set<std::vector<int32_t>> seen = {everyone};
+  for (const auto& given : config_.process_sets) {
+    std::vector<int32_t> ranks = given;
+    std::sort(ranks.begin(), ranks.end());
+    if (ranks.empty() || std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end() || ranks.front() < 0 ||
+        ranks.back() >= config_.size) {
+      throw StatusError{Status::InvalidArgument("process set " + RanksString(given) +
+                                                " must list distinct ranks in [0, " + std::to_string(config_.size) + ")")};
+    }
+    if (!seen.insert(ranks).second) {
+      throw StatusError{Status::InvalidArgument("process set " + RanksString(ranks) + " is given twice")};
+    }
+    int32_t id = next_set_id_++;
+    sets_[id] = std::make_unique<ProcessSet>(id, ranks, config_.rank, config_.cache_capacity, stall_settings_);
+  }
+  for (auto& kv : sets_) {
+    Status st = Connect(*kv.second);
+    if (st.ok() && kv.first == 0) st = CheckConfigAgreement();
+    if (!st.ok()) {
+      sets_.clear();
+      throw StatusError{st};
+    }
+  }
+  if (!config_.timeline_path.empty() && config_.rank == 0) {
+    Status st = timeline_.Start(config_.timeline_path, config_.timeline_mark_cycles);
+    if (!st.ok()) HVD_LOG(log_, kWarning) << st.message();
+  }
+  running_ = true;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Engine::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    shutdown_requested_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> lk(mu_);
+  sets_.clear();  // destroys the communicators
+  timeline_.Stop();
+}
+
+bool Engine::running() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return running_;
+}
+
+ProcessSet* Engine::FindSet(int32_t id) {
+  auto it = sets_.find(id);
+  if (it == sets_.end() || std::find(sets_to_remove_.begin(), sets_to_remove_.end(), id) != sets_to_remove_.end())
+    return nullptr;
+  return it->second.get();
+}
+
+std::shared_ptr<HandleState> Engine::Enqueue(std::unique_ptr<TensorEntry> e) {
+  std::unique_lock<std::mutex> lk(mu_);
+  if (!running_) {
+    throw StatusError{Status::Aborted(stop_status_.ok() ? "Horovod is not running: call hvd.init() first"
+                                                        : "Horovod has stopped: " + stop_status_.message())};
+  }
+  ProcessSet* ps = FindSet(e->process_set_id);
+  if (!ps) {
+    throw StatusError{Status::InvalidArgument(std::string(OpTypeName(e->type)) + " of tensor '" + e->name +
+                                              "': process set " + std::to_string(e->process_set_id) +
+                                              " does not exist (or has been removed)")};
+  }
+  if (!ps->member()) {
+    throw StatusError{Status::InvalidArgument(std::string(OpTypeName(e->type)) + " of tensor '" + e->name + "': rank " +
+                                              std::to_string(config_.rank) + " is not a member of process set " +
+                                              std::to_string(ps->id) + " (ranks " + RanksString(ps->ranks) + ")")};
+  }
+  Status st = ValidateEntry(*e, ps->size(), backend_->api()->device_kinds);
+  if (!st.ok()) throw StatusError{st};
+  if (!ps->in_flight.insert(e->name).second) {
+    throw StatusError{Status::InvalidArgument(
+        std::string(OpTypeName(e->type)) + " of tensor '" + e->name + "': an operation with this name is already in "
+        "progress on process set " + std::to_string(ps->id) + "; names of operations in flight must be unique")};
+  }
+  auto handle = std::make_shared<HandleState>();
+  e->handle = handle;
+  e->enqueued_us = NowMicros();
+  queue_.push_back(std::move(e));
+  lk.unlock();
+  cv_.notify_one();
+  return handle;
+}
+
+std::shared_ptr<HandleState> Engine::AddProcessSet(std::vector<int32_t> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!config_.dynamic_process_sets) {
+      throw StatusError{Status::InvalidArgument(
+          "adding process sets after init() requires dynamic process sets: set HOROVOD_DYNAMIC_PROCESS_SETS=1")};
+    }
+    if (ranks.empty() || std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end() || ranks.front() < 0 ||
+        ranks.back() >= config_.size) {
+      throw StatusError{Status::InvalidArgument("process set " + RanksString(ranks) + " must list distinct ranks in [0, " +
+                                                std::to_string(config_.size) + ")")};
+    }
+    for (auto& kv : sets_)
+      if (kv.second->ranks == ranks && !std::count(sets_to_remove_.begin(), sets_to_remove_.end(), kv.first))
+        throw StatusError{Status::InvalidArgument("a process set with ranks " + RanksString(ranks) +
+                                                  " already exists (id " + std::to_string(kv.first) + ")")};
+  }
+  auto e = std::make_unique<TensorEntry>();
+  e->type = OpType::kAddProcessSet;
+  e->name = "__hvd.process_set_change." + std::to_string(process_set_requests_++);
+  e->ranks = ranks;
+  return Enqueue(std::move(e));
+}
+
+std::shared_ptr<HandleState> Engine::RemoveProcessSet(int32_t id) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!config_.dynamic_process_sets) {
+      throw StatusError{Status::InvalidArgument(
+          "removing process sets requires dynamic process sets: set HOROVOD_DYNAMIC_PROCESS_SETS=1")};
+    }
+    if (id == 0) throw StatusError{Status::InvalidArgument("the global process set (id 0) cannot be removed")};
+    if (!FindSet(id)) throw StatusError{Status::InvalidArgument("process set " + std::to_string(id) + " does not exist")};
+  }
+  auto e = std::make_unique<TensorEntry>();
+  e->type = OpType::kRemoveProcessSet;
+  e->name = "__hvd.process_set_change." + std::to_string(process_set_requests_++);
+  e->ranks = {id};
+  return Enqueue(std::move(e));
+}
+
+std::vector<ProcessSetInfo> Engine::ProcessSets() {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<ProcessSetInfo> out;
+  for (auto& kv : sets_)
+    if (FindSet(kv.first)) out.push_back({kv.first, kv.second->ranks});
+  return out;
+}
+
+int32_t Engine::ProcessSetSize(int32_t id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  ProcessSet* ps = FindSet(id);
+  return ps ? ps->size() : -1;
+}
+
+int32_t Engine::ProcessSetRank(int32_t id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  ProcessSet* ps = FindSet(id);
+  return ps ? ps->my_rank : -1;
+}
+
+void Engine::StartTimeline(const std::string& path, bool mark_cycles) {
+  if (config_.rank != 0) return;  // rank 0 writes the job's timeline
+  Status st = timeline_.Start(path, mark_cycles);
+  if (!st.ok()) throw StatusError{st};
+}
+
+void Engine::StopTimeline() { timeline_.Stop(); }
+
+void Engine::Complete(ProcessSet& ps, std::unique_ptr<TensorEntry> e, Status status) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ps.in_flight.erase(e->name);
+  }
+  e->handle->Complete(std::move(status));
+}
+
+void Engine::Loop() {
+  const auto idle_wait = std::chrono::microseconds((int64_t)(config_.cycle_time_ms * 1000));
+  Status failure;
+  bool stop = false;
+  while (!stop) {
+    std::vector<ProcessSet*> active;
+    bool want_shutdown;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait_for(lk, idle_wait, [&] { return !queue_.empty() || shutdown_requested_; });
+      while (!queue_.empty()) {
+        std::unique_ptr<TensorEntry> e = std::move(queue_.front());
+        queue_.pop_front();
+        ProcessSet* ps = FindSet(e->process_set_id);
+        if (!ps) {  // removed between enqueue and now
+          lk.unlock();
+          e->handle->Complete(Status::InvalidArgument("process set " + std::to_string(e->process_set_id) + " was removed"));
+          lk.lock();
+          continue;
+        }
+        if (timeline_.active()) {
+          std::string activity = std::string("NEGOTIATE_") + OpTypeName(e->type);
+          for (char& c : activity) c = (char)toupper(c);
+          timeline_.Begin(e->name, activity, e->enqueued_us);
+        }
+        if (e->type == OpType::kJoin) ps->joined = true;
+        e->pending_since_us = NowMicros();
+        ps->arrival.push_back(e->name);
+        ps->pending[e->name] = std::move(e);
+      }
+      want_shutdown = shutdown_requested_;
+      for (auto& kv : sets_)
+        if (kv.second->member()) active.push_back(kv.second.get());
+    }
+    timeline_.MarkCycle();
+    for (ProcessSet* ps : active) {
+      failure = RunSet(*ps, want_shutdown, &stop);
+      if (stop || !failure.ok()) {
+        stop = true;
+        break;
+      }
+    }
+    std::lock_guard<std::mutex> lk(mu_);
+    for (int32_t id : sets_to_remove_) sets_.erase(id);
+    sets_to_remove_.clear();
+  }
+  if (!failure.ok()) HVD_LOG(log_, kError) << failure.message();
+  FailEverything(failure.ok() ? Status::Aborted("Horovod has been shut down") : failure);
+}
+
+Status Engine::RunSet(ProcessSet& ps, bool want_shutdown, bool* stop) {
+  CycleResult result;
+  // Only the global set carries the shutdown flag: every rank sees it in the same cycle.
+  Status st = controller_.RunCycle(ps, want_shutdown && ps.id == 0, &result, &negotiation_stats_);
+  if (!st.ok()) return st;
+  if (result.shutdown) {
+    *stop = true;
+    return result.shutdown_error.empty() ? Status::Ok() : Status::Aborted(result.shutdown_error);
+  }
+  // Process-set changes run on the engine; everything else, in runs, on the executor.
+  std::vector<Response> run;
+  for (Response& r : result.responses) {
+    bool change = r.kind == Response::Kind::kOp &&
+                  (r.type == OpType::kAddProcessSet || r.type == OpType::kRemoveProcessSet);
+    if (!change) {
+      run.push_back(std::move(r));
+      continue;
+    }
+    st = executor_.Execute(ps, run);
+    run.clear();
+    if (!st.ok()) return st;
+    st = ApplyProcessSetChange(r);
+    if (!st.ok()) return st;
+  }
+  return executor_.Execute(ps, run);
+}
+
+Status Engine::ApplyProcessSetChange(const Response& r) {
+  ProcessSet& global = *sets_.at(0);
+  auto it = global.pending.find(r.names[0]);
+  std::unique_ptr<TensorEntry> e = std::move(it->second);
+  global.pending.erase(it);
+  global.arrival.erase(std::find(global.arrival.begin(), global.arrival.end(), r.names[0]));
+  if (r.type == OpType::kAddProcessSet) {
+    int32_t id;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      id = next_set_id_++;
+    }
+    auto ps = std::make_unique<ProcessSet>(id, r.ranks, config_.rank, config_.cache_capacity, stall_settings_);
+    Status st = Connect(*ps);  // collective among the members, who all execute this response now
+    if (!st.ok()) {
+      Complete(global, std::move(e), st);
+      return st;
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      sets_[id] = std::move(ps);
+    }
+    e->handle->value = id;
+    Complete(global, std::move(e), Status::Ok());
+    return Status::Ok();
+  }
+  int32_t id = r.ranks.empty() ? -1 : r.ranks[0];
+  ProcessSet* target;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    target = FindSet(id);
+    if (target) sets_to_remove_.push_back(id);
+  }
+  if (target) {
+    for (auto& kv : target->pending)
+      Complete(*target, std::move(kv.second), Status::InvalidArgument("process set " + std::to_string(id) + " was removed"));
+    target->pending.clear();
+    target->arrival.clear();
+  }
+  e->handle->value = id;
+  Complete(global, std::move(e), Status::Ok());
+  return Status::Ok();
+}
+
+void Engine::FailEverything(const Status& status) {
+  std::vector<std::pair<ProcessSet*, std::unique_ptr<TensorEntry>>> doomed;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    running_ = false;
+    stop_status_ = status;
+    for (auto& kv : sets_) {
+      for (auto& p : kv.second->pending) doomed.emplace_back(kv.second.get(), std::move(p.second));
+      kv.second->pending.clear();
+      kv.second->arrival.clear();
+    }
+    while (!queue_.empty()) {
+      ProcessSet* ps = FindSet(queue_.front()->process_set_id);
+      doomed.emplace_back(ps, std::move(queue_.front()));
+      queue_.pop_front();
+    }
+  }
+  for (auto& d : doomed) {
+    if (d.first) {
+      Complete(*d.first, std::move(d.second), status);
+    } else {
+      d.second->handle->Complete(status);
+    }
+  }
+}
+
+}  // namespace hvdcore

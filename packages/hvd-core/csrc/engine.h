@@ -1,0 +1,114 @@
+// The engine: one per process by default, several in one process in tests.
+//
+// Callers enqueue operations and get handles; one background thread (no Python on it) drains the
+// queue, runs negotiation for each process set it belongs to, and executes what is ready. The
+// thread wakes as soon as work arrives; when idle it still takes part in a cycle at least every
+// HOROVOD_CYCLE_TIME so that peers with work never wait on it longer than that.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "backend_loader.h"
+#include "controller.h"
+#include "executor.h"
+#include "kv_store.h"
+#include "logging.h"
+#include "process_set.h"
+#include "timeline.h"
+
+namespace hvdcore {
+
+struct EngineConfig {
+  int32_t rank = 0;
+  int32_t size = 1;
+  std::string key_prefix = "hvd";  // unique per job and initialisation; store keys start with it
+  int64_t fusion_threshold = 128ll * 1024 * 1024;
+  double cycle_time_ms = 1.0;
+  int32_t cache_capacity = 1024;
+  bool stall_check_enabled = true;
+  double stall_check_s = 60.0;
+  double stall_shutdown_s = 0.0;
+  std::string timeline_path;  // empty: no timeline at start
+  bool timeline_mark_cycles = false;
+  int log_level = (int)LogLevel::kWarning;
+  bool log_hide_time = false;
+  int64_t timeout_ms = 30000;
+  bool dynamic_process_sets = false;
+  std::vector<std::vector<int32_t>> process_sets;  // static sets, ids 1..n in this order
+};
+
+struct ProcessSetInfo {
+  int32_t id;
+  std::vector<int32_t> ranks;
+};
+
+class Engine {
+ public:
+  Engine(EngineConfig config, std::shared_ptr<Backend> backend, std::shared_ptr<KVStore> store);
+  ~Engine();
+
+  // Connects the global and static process sets and starts the background thread. Collective:
+  // every rank must call it. Throws StatusError.
+  void Start();
+  // Stops this engine and, through negotiation, every peer's (Horovod's semantics). Idempotent.
+  void Shutdown();
+  bool running();
+
+  // Submits an operation. Throws StatusError (kInvalidArgument for misuse, kAborted when stopped).
+  std::shared_ptr<HandleState> Enqueue(std::unique_ptr<TensorEntry> entry);
+  std::shared_ptr<HandleState> AddProcessSet(std::vector<int32_t> ranks);
+  std::shared_ptr<HandleState> RemoveProcessSet(int32_t id);
+  std::vector<ProcessSetInfo> ProcessSets();
+  int32_t ProcessSetSize(int32_t id);
+  int32_t ProcessSetRank(int32_t id);
+
+  void StartTimeline(const std::string& path, bool mark_cycles);
+  void StopTimeline();
+
+  const EngineConfig& config() const { return config_; }
+  const Backend& backend() const { return *backend_; }
+  const NegotiationStats& negotiation_stats() const { return negotiation_stats_; }
+  const ExecutionStats& execution_stats() const { return execution_stats_; }
+
+ private:
+  void Loop();
+  Status RunSet(ProcessSet& ps, bool want_shutdown, bool* stop);
+  Status Connect(ProcessSet& ps);
+  Status CheckConfigAgreement();
+  Status ApplyProcessSetChange(const Response& r);
+  void Complete(ProcessSet& ps, std::unique_ptr<TensorEntry> entry, Status status);
+  void FailEverything(const Status& status);
+  ProcessSet* FindSet(int32_t id);  // requires mu_
+
+  EngineConfig config_;
+  Logger log_;
+  std::shared_ptr<Backend> backend_;
+  std::shared_ptr<KVStore> store_;
+  StallInspector stall_settings_;
+  Timeline timeline_;
+  NegotiationStats negotiation_stats_;
+  ExecutionStats execution_stats_;
+  Controller controller_;
+  Executor executor_;
+
+  std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<TensorEntry>> queue_;
+  std::map<int32_t, std::unique_ptr<ProcessSet>> sets_;  // structure changed only by the loop
+  std::vector<int32_t> sets_to_remove_;
+  int32_t next_set_id_ = 1;
+  uint64_t process_set_requests_ = 0;
+  bool started_ = false;
+  bool running_ = false;
+  bool shutdown_requested_ = false;
+  Status stop_status_;
+  std::thread thread_;
+};
+
+}  // namespace hvdcore

@@ -1,0 +1,306 @@
+#include "executor.h"
+
+#include <cstring>
+#include <numeric>
+
+#include "horovod/hvd_reduce.hpp"
+
+namespace hvdcore {
+namespace {
+
+int64_t RowElements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];
+  return n;
+}
+
+int64_t Elements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// Postscale including the division of Average, which backends never see.
+double EffectivePostscale(const Response& r, int32_t set_size) {
+  return r.op == ReduceOp::kAverage ? r.postscale / set_size : r.postscale;
+}
+
+void Scale(hvd_dtype dtype, void* buf, size_t count, double factor) {
+  if (factor != 1.0) hvd::scale(dtype, buf, count, factor);
+}
+
+bool Fusable(const Response& a, const Response& b) {
+  return a.kind == Response::Kind::kOp && b.kind == Response::Kind::kOp && a.type == OpType::kAllreduce &&
+         b.type == OpType::kAllreduce && a.dtype == b.dtype && a.op == b.op && a.prescale == b.prescale &&
+         a.postscale == b.postscale && a.device_kind == b.device_kind;
+}
+
+}  // namespace
+
+std::vector<Response> Executor::Fuse(const std::vector<Response>& responses) const {
+  std::vector<Response> out;
+  int64_t fused_bytes = 0;
+  for (const Response& r : responses) {
+    int64_t bytes = r.kind == Response::Kind::kOp && r.type == OpType::kAllreduce
+                        ? Elements(r.shapes[0]) * (int64_t)hvd::dtype_size(r.dtype)
+                        : 0;
+    if (!out.empty() && fusion_threshold_ > 0 && Fusable(out.back(), r) &&
+        fused_bytes + bytes <= fusion_threshold_) {
+      out.back().names.push_back(r.names[0]);
+      out.back().shapes.push_back(r.shapes[0]);
+      fused_bytes += bytes;
+      continue;
+    }
+    out.push_back(r);
+    fused_bytes = bytes;
+  }
+  return out;
+}
+
+Status Executor::Execute(ProcessSet& ps, const std::vector<Response>& responses) {
+  Status failure;
+  for (const Response& r : Fuse(responses)) {
+    // Take this rank's entries; a missing one is legitimate only after join (neutral data).
+    std::vector<std::unique_ptr<TensorEntry>> entries;
+    for (const std::string& name : r.names) {
+      auto it = ps.pending.find(name);
+      if (it == ps.pending.end()) {
+        entries.emplace_back();
+        continue;
+      }
+      entries.push_back(std::move(it->second));
+      ps.pending.erase(it);
+    }
+    bool all_missing = true;
+    for (auto& e : entries) all_missing = all_missing && !e;
+    if (all_missing && !ps.joined && r.type != OpType::kJoin) {
+      failure = Status::Aborted("negotiation produced a response for tensor '" + r.names[0] +
+                                "' that this rank never submitted");
+    }
+    Status st = failure.ok() ? Run(ps, r, entries) : failure;
+    for (auto& e : entries) {
+      if (!e) continue;
+      if (timeline_.active()) timeline_.End(e->name);
+      Status result = st;
+      if (st.ok() && r.kind == Response::Kind::kError) result = Status::Mismatch(r.error);
+      complete_(ps, std::move(e), result);
+    }
+    if (!st.ok() && failure.ok()) failure = st;
+    if (!failure.ok()) break;
+  }
+  // Keep the arrival order of what is still pending.
+  std::vector<std::string> still;
+  for (const std::string& name : ps.arrival)
+    if (ps.pending.count(name)) still.push_back(name);
+  ps.arrival.swap(still);
+  return failure;
+}
+
+Status Executor::Run(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries) {
+  if (r.kind == Response::Kind::kError) return Status::Ok();  // completed with the error by the caller
+  TensorEntry* e = entries[0].get();
+  if (timeline_.active()) {
+    for (auto& x : entries)
+      if (x) {
+        timeline_.End(x->name);  // negotiation ends
+        std::string activity = OpTypeName(r.type);
+        for (char& c : activity) c = (char)toupper(c);
+        timeline_.Begin(x->name, activity);
+      }
+  }
+  stats_.tensors += entries.size();
+  switch (r.type) {
+    case OpType::kAllreduce: return Allreduce(ps, r, entries);
+    case OpType::kAllgather: return Allgather(ps, r, e);
+    case OpType::kBroadcast: return Broadcast(ps, r, e);
+    case OpType::kAlltoall: return Alltoall(ps, r, e);
+    case OpType::kReducescatter: return Reducescatter(ps, r, e);
+    case OpType::kBarrier:
+      ++stats_.backend_calls[(int)OpType::kBarrier];
+      return ps.comm->Barrier();
+    case OpType::kJoin:
+      ps.joined = false;
+      if (e) e->handle->value = ps.ranks[r.last_joined_rank];
+      return Status::Ok();
+    default:
+      return Status::Aborted(std::string("unexpected response type ") + OpTypeName(r.type));
+  }
+}
+
+Status Executor::Allreduce(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries) {
+  const size_t esize = hvd::dtype_size(r.dtype);
+  const hvd_reduce_op op = BackendReduceOp(r.op);
+  const double post = EffectivePostscale(r, ps.size());
+  ++stats_.backend_calls[(int)OpType::kAllreduce];
+
+  if (entries.size() == 1) {  // unfused: reduce in the caller's output buffer, no extra copy
+    TensorEntry* e = entries[0].get();
+    size_t count = (size_t)Elements(r.shapes[0]);
+    std::vector<uint8_t> neutral;
+    void* buf;
+    if (e) {
+      buf = e->output.data;
+      if (e->input.data != buf && count) std::memcpy(buf, e->input.data, count * esize);
+      Scale(r.dtype, buf, count, r.prescale);
+    } else {
+      neutral.resize(count * esize);
+      hvd::fill_identity(r.dtype, op, neutral.data(), count);
+      buf = neutral.data();
+    }
+    Status st = ps.comm->Allreduce(buf, buf, count, r.dtype, op);
+    if (st.ok() && e) Scale(r.dtype, buf, count, post);
+    return st;
+  }
+
+  ++stats_.fused_batches;
+  std::vector<size_t> counts;
+  size_t total = 0;
+  for (const auto& shape : r.shapes) {
+    counts.push_back((size_t)Elements(shape));
+    total += counts.back();
+  }
+  if (ps.fusion_buffer.size() < total * esize) ps.fusion_buffer.resize(total * esize);
+  uint8_t* fused = ps.fusion_buffer.data();
+  size_t offset = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    TensorEntry* e = entries[i].get();
+    uint8_t* dst = fused + offset * esize;
+    if (e) {
+      if (timeline_.active()) timeline_.Begin(e->name, "MEMCPY_IN_FUSION_BUFFER");
+      if (counts[i]) std::memcpy(dst, e->input.data, counts[i] * esize);
+      Scale(r.dtype, dst, counts[i], r.prescale);
+      if (timeline_.active()) timeline_.End(e->name);
+    } else {
+      hvd::fill_identity(r.dtype, op, dst, counts[i]);
+    }
+    offset += counts[i];
+  }
+  Status st = ps.comm->Allreduce(fused, fused, total, r.dtype, op);
+  if (!st.ok()) return st;
+  offset = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    TensorEntry* e = entries[i].get();
+    if (e) {
+      if (timeline_.active()) timeline_.Begin(e->name, "MEMCPY_OUT_FUSION_BUFFER");
+      uint8_t* src = fused + offset * esize;
+      Scale(r.dtype, src, counts[i], post);
+      if (counts[i]) std::memcpy(e->output.data, src, counts[i] * esize);
+      if (timeline_.active()) timeline_.End(e->name);
+    }
+    offset += counts[i];
+  }
+  return Status::Ok();
+}
+
+Status Executor::Allgather(ProcessSet& ps, const Response& r, TensorEntry* e) {
+  const int32_t n = ps.size();
+  const size_t esize = hvd::dtype_size(r.dtype);
+  const int64_t row = RowElements(r.shapes[0]);
+  // First dimensions may differ per rank (a joined rank contributes none): exchange them.
+  int64_t my_rows = e ? e->input.shape[0] : 0;
+  std::vector<int64_t> rows(n);
+  ++stats_.backend_calls[(int)OpType::kAllgather];
+  Status st = ps.comm->Allgatherv(&my_rows, rows.data(), std::vector<size_t>(n, 1), HVD_DTYPE_INT64);
+  if (!st.ok()) return st;
+  std::vector<size_t> counts(n);
+  int64_t total_rows = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    counts[i] = (size_t)(rows[i] * row);
+    total_rows += rows[i];
+  }
+  auto out = std::make_shared<Buffer>((size_t)(total_rows * row) * esize);
+  st = ps.comm->Allgatherv(e ? e->input.data : nullptr, out->data.get(), counts, r.dtype);
+  if (!st.ok() || !e) return st;
+  e->handle->output = out;
+  e->handle->output_dtype = r.dtype;
+  e->handle->output_shape = e->input.shape;
+  e->handle->output_shape[0] = total_rows;
+  return st;
+}
+
+Status Executor::Broadcast(ProcessSet& ps, const Response& r, TensorEntry* e) {
+  const size_t count = (size_t)Elements(r.shapes[0]), esize = hvd::dtype_size(r.dtype);
+  std::vector<uint8_t> scratch;
+  void* buf;
+  if (e) {
+    buf = e->output.data;
+    if (ps.my_rank == r.root && e->input.data != buf && count) std::memcpy(buf, e->input.data, count * esize);
+  } else {
+    scratch.resize(count * esize);
+    buf = scratch.data();
+  }
+  ++stats_.backend_calls[(int)OpType::kBroadcast];
+  return ps.comm->Broadcast(buf, count, r.dtype, r.root);
+}
+
+Status Executor::Alltoall(ProcessSet& ps, const Response& r, TensorEntry* e) {
+  const int32_t n = ps.size();
+  const size_t esize = hvd::dtype_size(r.dtype);
+  const int64_t row = RowElements(r.shapes[0]);
+  std::vector<int64_t> send_splits(n, 0), recv_splits(n, 0);
+  if (e) {
+    if (!e->splits.empty()) {
+      send_splits = e->splits;
+    } else {
+      for (int32_t i = 0; i < n; ++i) send_splits[i] = e->input.shape[0] / n;
+    }
+  }
+  // Every rank learns how many rows it receives from each peer.
+  std::vector<size_t> ones(n, 1);
+  ++stats_.backend_calls[(int)OpType::kAlltoall];
+  Status st = ps.comm->Alltoallv(send_splits.data(), ones, recv_splits.data(), ones, HVD_DTYPE_INT64);
+  if (!st.ok()) return st;
+  std::vector<size_t> send_counts(n), recv_counts(n);
+  int64_t total_rows = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    send_counts[i] = (size_t)(send_splits[i] * row);
+    recv_counts[i] = (size_t)(recv_splits[i] * row);
+    total_rows += recv_splits[i];
+  }
+  auto out = std::make_shared<Buffer>((size_t)(total_rows * row) * esize);
+  st = ps.comm->Alltoallv(e ? e->input.data : nullptr, send_counts, out->data.get(), recv_counts, r.dtype);
+  if (!st.ok() || !e) return st;
+  e->handle->output = out;
+  e->handle->output_dtype = r.dtype;
+  e->handle->output_shape = e->input.shape;
+  e->handle->output_shape[0] = total_rows;
+  e->handle->received_splits = recv_splits;
+  return st;
+}
+
+Status Executor::Reducescatter(ProcessSet& ps, const Response& r, TensorEntry* e) {
+  const int32_t n = ps.size();
+  const size_t esize = hvd::dtype_size(r.dtype);
+  const hvd_reduce_op op = BackendReduceOp(r.op);
+  const std::vector<int64_t>& shape = r.shapes[0];
+  const int64_t row = RowElements(shape), total = Elements(shape);
+  // Uneven first dimension: the first (d0 % n) ranks receive one extra row.
+  std::vector<size_t> counts(n);
+  for (int32_t i = 0; i < n; ++i) counts[i] = (size_t)((shape[0] / n + (i < shape[0] % n ? 1 : 0)) * row);
+  std::vector<uint8_t> scratch;
+  const void* send;
+  if (!e) {
+    scratch.resize((size_t)total * esize);
+    hvd::fill_identity(r.dtype, op, scratch.data(), (size_t)total);
+    send = scratch.data();
+  } else if (r.prescale != 1.0) {  // never modify the caller's input
+    const uint8_t* in = (const uint8_t*)e->input.data;
+    scratch.assign(in, in + (size_t)total * esize);
+    Scale(r.dtype, scratch.data(), (size_t)total, r.prescale);
+    send = scratch.data();
+  } else {
+    send = e->input.data;
+  }
+  auto out = std::make_shared<Buffer>(counts[ps.my_rank] * esize);
+  ++stats_.backend_calls[(int)OpType::kReducescatter];
+  Status st = ps.comm->Reducescatter(send, out->data.get(), counts, r.dtype, op);
+  if (!st.ok() || !e) return st;
+  Scale(r.dtype, out->data.get(), counts[ps.my_rank], EffectivePostscale(r, n));
+  e->handle->output = out;
+  e->handle->output_dtype = r.dtype;
+  e->handle->output_shape = shape;
+  e->handle->output_shape[0] = row ? (int64_t)(counts[ps.my_rank] / row) : (shape[0] / n + (ps.my_rank < shape[0] % n ? 1 : 0));
+  return st;
+}
+
+}  // namespace hvdcore

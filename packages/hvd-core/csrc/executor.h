@@ -1,0 +1,53 @@
+// Executing negotiated responses: fusion of small allreduces into one buffer, the data movement
+// of every collective through the backend, scaling, and completion of the callers' handles.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "logging.h"
+#include "process_set.h"
+#include "timeline.h"
+
+namespace hvdcore {
+
+struct ExecutionStats {
+  std::atomic<uint64_t> backend_calls[kOpTypeCount] = {};  // data movement calls, by op type
+  std::atomic<uint64_t> tensors{0};
+  std::atomic<uint64_t> fused_batches{0};  // allreduce calls that carried more than one tensor
+};
+
+// Called with each finished entry; the engine releases its name and completes its handle.
+using CompleteFn = std::function<void(ProcessSet&, std::unique_ptr<TensorEntry>, Status)>;
+
+class Executor {
+ public:
+  Executor(const Logger& log, Timeline& timeline, int64_t fusion_threshold, ExecutionStats& stats,
+           CompleteFn complete)
+      : log_(log), timeline_(timeline), fusion_threshold_(fusion_threshold), stats_(stats),
+        complete_(std::move(complete)) {}
+
+  // Executes the cycle's responses for `ps` in order. A non-OK status is a communication failure:
+  // the engine must stop (the entries involved have already been failed with it).
+  Status Execute(ProcessSet& ps, const std::vector<Response>& responses);
+
+ private:
+  // Consecutive allreduces that may share one fusion buffer become one response.
+  std::vector<Response> Fuse(const std::vector<Response>& responses) const;
+  Status Run(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries);
+  Status Allreduce(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries);
+  Status Allgather(ProcessSet& ps, const Response& r, TensorEntry* e);
+  Status Broadcast(ProcessSet& ps, const Response& r, TensorEntry* e);
+  Status Alltoall(ProcessSet& ps, const Response& r, TensorEntry* e);
+  Status Reducescatter(ProcessSet& ps, const Response& r, TensorEntry* e);
+
+  const Logger& log_;
+  Timeline& timeline_;
+  int64_t fusion_threshold_;
+  ExecutionStats& stats_;
+  CompleteFn complete_;
+};
+
+}  // namespace hvdcore

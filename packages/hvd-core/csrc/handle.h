@@ -1,0 +1,75 @@
+// Completion state of one submitted operation, shared by the engine and the caller's handle.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "common.h"
+
+namespace hvdcore {
+
+// Engine-allocated output (allgather, alltoall, reducescatter): sizes known only after negotiation.
+struct Buffer {
+  explicit Buffer(size_t n) : bytes(n), data(new uint8_t[n ? n : 1]) {}
+  size_t bytes;
+  std::unique_ptr<uint8_t[]> data;
+};
+
+class HandleState {
+ public:
+  bool poll() const { return done_.load(std::memory_order_acquire); }
+  // Blocks until done; callers release the GIL first.
+  void Wait() {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait(lk, [&] { return done_.load(std::memory_order_acquire); });
+  }
+  void Complete(Status status) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      status_ = std::move(status);
+      done_.store(true, std::memory_order_release);
+    }
+    cv_.notify_all();
+  }
+  const Status& status() const { return status_; }
+
+  // Results, written by the engine before Complete().
+  std::shared_ptr<Buffer> output;
+  std::vector<int64_t> output_shape;
+  hvd_dtype output_dtype = HVD_DTYPE_FLOAT32;
+  std::vector<int64_t> received_splits;
+  int64_t value = -1;  // join: last joined rank; add_process_set: the new id
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<bool> done_{false};
+  Status status_;
+};
+
+// One operation waiting in the engine, from enqueue to completion.
+struct TensorEntry {
+  std::string name;
+  int32_t process_set_id = 0;
+  OpType type = OpType::kAllreduce;
+  TensorView input;
+  TensorView output;  // preallocated by the caller (allreduce, broadcast) or empty
+  ReduceOp op = ReduceOp::kSum;
+  int32_t root = -1;
+  double prescale = 1.0, postscale = 1.0;
+  std::vector<int64_t> splits;  // alltoall: rows sent to each member
+  int64_t group_id = -1;
+  int32_t group_size = 0;
+  std::vector<int32_t> ranks;  // add_process_set members / remove_process_set id
+  std::shared_ptr<HandleState> handle;
+  int64_t enqueued_us = 0;
+
+  // Negotiation state, touched only by the background thread.
+  bool sent_to_coordinator = false;
+  int64_t pending_since_us = 0;
+};
+
+}  // namespace hvdcore

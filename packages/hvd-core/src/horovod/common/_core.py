@@ -1,0 +1,12 @@
+"""The native engine, ``horovod.common._core`` (private API; see _core.pyi for its interface).
+
+The extension module itself lives in ``horovod/common/_native/`` (a directory with no Python
+sources, so editable installs cannot shadow ``horovod.common``); this module re-exports it.
+"""
+
+from horovod.common._native._core import *  # noqa: F401,F403
+from horovod.common._native._core import set_exception_types  # noqa: F401
+from horovod.common.exceptions import install_exception_types as _install
+import horovod.common._native._core as _native
+
+_install(_native)

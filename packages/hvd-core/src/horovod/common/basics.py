@@ -1,0 +1,270 @@
+"""init/shutdown and the questions about the job (rank, size, ...), on the current context.
+
+A process normally has one context, created by ``init()``. The test kit runs several ranks as
+threads of one process: each thread then has its own launch description and context.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any, Sequence
+
+from horovod.common import config as _config
+from horovod.common.config import Launch, Topology
+from horovod.common.context import Context
+from horovod.common.exceptions import HorovodInternalError
+
+
+class _Slot:
+    """Where a context lives: the process, or one thread of the test kit."""
+
+    def __init__(self, launch: Launch | None = None) -> None:
+        self.launch = launch
+        self.context: Context | None = None
+        self.init_count = itertools.count()
+
+
+_process_slot = _Slot()
+_thread_state = threading.local()
+_init_lock = threading.Lock()
+
+
+def _slot() -> _Slot:
+    return getattr(_thread_state, "slot", None) or _process_slot
+
+
+def set_thread_launch(launch: Launch | None) -> None:
+    """Gives the calling thread its own launch and context (test kit); None restores the process's."""
+    _thread_state.slot = _Slot(launch) if launch is not None else None
+
+
+def context() -> Context:
+    ctx = _slot().context
+    if ctx is None:
+        raise ValueError("Horovod has not been initialized; use hvd.init().")
+    return ctx
+
+
+def is_initialized() -> bool:
+    ctx = _slot().context
+    return ctx is not None and ctx.engine.running
+
+
+def init(comm: Sequence[int] | Any | None = None, process_sets: Sequence[Any] | str | None = None) -> None:
+    """Starts Horovod on this rank (collective: every rank of the job calls it).
+
+    ``comm``: a list of job ranks to form the world from (each listed rank must pass the same
+    list). ``process_sets``: ProcessSet objects to create now, or ``"dynamic"`` to allow
+    ``add_process_set`` later. Calling ``init()`` again while running does nothing; after
+    ``shutdown()`` (or a failure) it starts a new engine.
+    """
+    from horovod.common import _core
+    from horovod.common.plugins import get_plugin_manager
+
+    slot = _slot()
+    with _init_lock if slot is _process_slot else _NoLock():
+        if slot.context is not None and slot.context.engine.running:
+            return
+        if slot.context is not None:  # stopped after a failure: release it before starting again
+            slot.context.shutdown()
+            slot.context = None
+        launch = slot.launch or _config.launch_from_environment()
+        env = dict(launch.env)
+        if process_sets == "dynamic":
+            env["HOROVOD_DYNAMIC_PROCESS_SETS"] = "1"
+            process_sets = None
+        job = launch.topology
+        topology, world_key = _world(job, comm)
+        key_prefix = f"{launch.job_key}/{world_key}/init{next(slot.init_count)}"
+        engine_config = _config.engine_config(_core, env, rank=topology.rank, size=topology.size, key_prefix=key_prefix)
+        static_sets = list(process_sets or [])
+        engine_config.process_sets = [ps.ranks for ps in static_sets]
+
+        plugins = get_plugin_manager()
+        spec = _choose_backend(plugins, env, topology.size, in_process=launch.store is not None)
+        backend = _core.Backend.load(spec.library_path())
+        store = launch.store if launch.store is not None else _store_for(_core, topology)
+        engine = _core.Engine(engine_config, backend, store)
+        engine.start()
+        for ps_id, ps in enumerate(static_sets, start=1):
+            ps.process_set_id = ps_id
+        slot.context = Context(engine, topology, spec.name, job)
+    plugins.after_init(topology.rank, topology.size, spec.name)
+
+
+class _NoLock:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _world(job: Topology, comm: Any) -> tuple[Topology, str]:
+    """The topology of the world init() creates, and a key naming it in the store."""
+    if comm is None:
+        return job, "world"
+    if not isinstance(comm, (list, tuple, range)):
+        if hasattr(comm, "Get_rank"):
+            raise ValueError("init(comm=<MPI communicator>) requires the MPI backend: pip install hvd-backend-mpi")
+        raise ValueError(f"init(comm=...) takes a list of ranks, got {type(comm).__name__}")
+    ranks = sorted(set(int(r) for r in comm))
+    if not ranks or ranks[0] < 0 or ranks[-1] >= job.size:
+        raise ValueError(f"init(comm={list(comm)}): ranks must lie in [0, {job.size})")
+    if job.rank not in ranks:
+        raise ValueError(f"init(comm={list(comm)}): this process (rank {job.rank}) is not in the list")
+    rank = ranks.index(job.rank)
+    # Ranks of one host stay together: local ranks are counted among the listed ranks of this host.
+    same_host = [r for r in ranks if r // job.local_size == job.rank // job.local_size]
+    hosts = sorted({r // job.local_size for r in ranks})
+    topology = Topology(
+        rank=rank,
+        size=len(ranks),
+        local_rank=same_host.index(job.rank),
+        local_size=len(same_host),
+        cross_rank=hosts.index(job.rank // job.local_size),
+        cross_size=len(hosts),
+    )
+    return topology, "comm" + "-".join(map(str, ranks))
+
+
+def _choose_backend(plugins: Any, env: dict, size: int, in_process: bool) -> Any:
+    from horovod.common.plugins import PluginError
+
+    requested = _config.requested_backend(env)
+    if requested:
+        spec = plugins.backend(requested)
+    else:
+        try:
+            spec = plugins.default_backend("cpu")
+        except PluginError:
+            if size > 1:
+                raise
+            spec = plugins.backend("inmemory")  # a lone process needs no transport
+    if spec.in_process_only and size > 1 and not in_process:
+        raise ValueError(
+            f"backend {spec.name!r} connects ranks inside one process only; it cannot run a job of {size} processes"
+        )
+    return spec
+
+
+def _store_for(core: Any, topology: Topology) -> Any:
+    if topology.size == 1:
+        return core.InMemoryStore()
+    raise HorovodInternalError(
+        f"this process is rank {topology.rank} of {topology.size}, but no rendezvous server was given; "
+        "start the job with horovodrun (pip install hvd-runner)"
+    )
+
+
+def shutdown() -> None:
+    """Stops Horovod on this rank (and, as in Horovod, every peer's engine). Idempotent."""
+    slot = _slot()
+    ctx = slot.context
+    if ctx is None:
+        return
+    from horovod.common.plugins import get_plugin_manager
+
+    get_plugin_manager().before_shutdown()
+    slot.context = None
+    ctx.shutdown()
+
+
+def _topology() -> Topology:
+    return context().topology
+
+
+def size() -> int:
+    return _topology().size
+
+
+def rank() -> int:
+    return _topology().rank
+
+
+def local_size() -> int:
+    return _topology().local_size
+
+
+def local_rank() -> int:
+    return _topology().local_rank
+
+
+def cross_size() -> int:
+    return _topology().cross_size
+
+
+def cross_rank() -> int:
+    return _topology().cross_rank
+
+
+def is_homogeneous() -> bool:
+    """True when every host runs the same number of ranks."""
+    t = _topology()
+    return t.local_size * t.cross_size == t.size
+
+
+def start_timeline(file_path: str, mark_cycles: bool = False) -> None:
+    """Starts writing a Chrome-trace timeline (rank 0 writes it; other ranks do nothing)."""
+    context().engine.start_timeline(str(file_path), mark_cycles)
+
+
+def stop_timeline() -> None:
+    context().engine.stop_timeline()
+
+
+# What is built and what is enabled, answered from the registered plugins and the running engine.
+def _registered(name: str) -> bool:
+    from horovod.common.plugins import get_plugin_manager
+
+    return name in get_plugin_manager().backends()
+
+
+def _running_backend() -> str | None:
+    ctx = _slot().context
+    return ctx.backend_name if ctx is not None else None
+
+
+def mpi_built() -> bool:
+    return _registered("mpi")
+
+
+def gloo_built() -> bool:
+    return _registered("gloo")
+
+
+def nccl_built() -> bool:
+    return _registered("nccl")
+
+
+def cuda_built() -> bool:
+    from horovod.common.plugins import get_plugin_manager
+
+    return any("cuda" in spec.device_kinds for spec in get_plugin_manager().backends().values())
+
+
+def ddl_built() -> bool:
+    return False  # IBM DDL is not supported by hvd
+
+
+def ccl_built() -> bool:
+    return False  # oneCCL is not supported by hvd
+
+
+def rocm_built() -> bool:
+    return False  # no ROCm backend exists for hvd yet
+
+
+def mpi_enabled() -> bool:
+    return _running_backend() == "mpi"
+
+
+def gloo_enabled() -> bool:
+    return _running_backend() == "gloo"
+
+
+def mpi_threads_supported() -> bool:
+    """Whether MPI was initialised with MPI_THREAD_MULTIPLE (False when MPI is not the backend)."""
+    context()
+    return mpi_enabled() and getattr(context().engine, "mpi_threads_supported", False)

@@ -1,0 +1,73 @@
+"""One initialised Horovod instance: the engine and what the Python API keeps beside it."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import threading
+from typing import Any, Callable
+
+from horovod.common.config import Topology
+
+
+@dataclasses.dataclass
+class _Pending:
+    core: Any  # _core.Handle
+    keep_alive: tuple  # the caller's buffers, borrowed by the engine until completion
+    finish: Callable[[Any], Any]  # turns the completed core handle into the caller's result
+
+
+class Context:
+    """The state behind ``hvd.init()``; ``hvd.shutdown()`` ends it."""
+
+    def __init__(self, engine: Any, topology: Topology, backend_name: str, job_topology: Topology) -> None:
+        self.engine = engine
+        #: This process's view of the (possibly sub-)world Horovod was initialised with.
+        self.topology = topology
+        #: The launcher's view of the whole job, before init(comm=[...]) narrowed it.
+        self.job_topology = job_topology
+        self.backend_name = backend_name
+        self._lock = threading.Lock()
+        self._handles: dict[int, _Pending] = {}
+        self._next_handle = itertools.count(1)
+        self._name_counters: dict[str, itertools.count] = {}
+        self._next_group = itertools.count()
+
+    # Names and groups must come out identical on every rank, so they are counted per call site
+    # kind, in program order (the same requirement Horovod places on unnamed collectives).
+    def auto_name(self, kind: str) -> str:
+        with self._lock:
+            counter = self._name_counters.setdefault(kind, itertools.count())
+            return f"{kind}.noname.{next(counter)}"
+
+    def next_group_id(self) -> int:
+        with self._lock:
+            return next(self._next_group)
+
+    def submit(self, core: Any, keep_alive: tuple, finish: Callable[[Any], Any]) -> int:
+        handle = next(self._next_handle)
+        with self._lock:
+            self._handles[handle] = _Pending(core, keep_alive, finish)
+        return handle
+
+    def poll(self, handle: int) -> bool:
+        return self._pending(handle).core.poll()
+
+    def synchronize(self, handle: int) -> Any:
+        pending = self._pending(handle)
+        try:
+            pending.core.wait()  # releases the GIL; raises the operation's error
+        finally:
+            with self._lock:
+                self._handles.pop(handle, None)
+        return pending.finish(pending.core)
+
+    def _pending(self, handle: int) -> _Pending:
+        with self._lock:
+            pending = self._handles.get(handle)
+        if pending is None:
+            raise ValueError(f"handle {handle} is unknown or was already synchronized")
+        return pending
+
+    def shutdown(self) -> None:
+        self.engine.shutdown()

@@ -1,0 +1,41 @@
+"""The engine's dtype codes and their numpy counterparts."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from horovod.common import _core
+
+_CODE_BY_NAME = {
+    name: getattr(_core, f"DTYPE_{name.upper()}")
+    for name in ("uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64", "bool")
+}
+NAMES = {code: name for name, code in _CODE_BY_NAME.items()}
+
+
+def _bfloat16() -> np.dtype | None:
+    try:
+        import ml_dtypes  # optional: numpy has no bfloat16
+    except ImportError:
+        return None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def code_of(dtype: np.dtype) -> int:
+    """The engine code for a numpy dtype; ValueError naming the dtype when unsupported."""
+    code = _CODE_BY_NAME.get(np.dtype(dtype).name)
+    if code is None:
+        raise ValueError(
+            f"dtype {np.dtype(dtype).name} is not supported by hvd collectives "
+            f"(supported: {', '.join(_CODE_BY_NAME)})"
+        )
+    return code
+
+
+def numpy_dtype(code: int) -> np.dtype:
+    if NAMES[code] == "bfloat16":
+        bf16 = _bfloat16()
+        if bf16 is None:
+            raise ValueError("bfloat16 arrays need the ml_dtypes package: pip install ml-dtypes")
+        return bf16
+    return np.dtype(NAMES[code])

@@ -1,0 +1,30 @@
+"""Exceptions raised by hvd, with Horovod's names where Horovod had them."""
+
+from __future__ import annotations
+
+
+class HorovodInternalError(RuntimeError):
+    """Communication failed: a peer was lost, a backend call failed, or the engine stopped.
+
+    Elastic training catches this to restore the last committed state and re-initialise.
+    """
+
+
+class HostsUpdatedInterrupt(RuntimeError):
+    """The set of hosts changed during elastic training; raised to restart from a sync point.
+
+    ``skip_sync`` is True when no rank was lost, so state does not need to be re-synchronised.
+    """
+
+    def __init__(self, skip_sync: bool = False) -> None:
+        super().__init__("the set of hosts changed")
+        self.skip_sync = skip_sync
+
+
+class CollectiveMismatchError(RuntimeError):
+    """Ranks disagreed about a collective (shape, dtype, op, root...). Raised on every rank."""
+
+
+def install_exception_types(core: object) -> None:
+    """Tells the native engine which Python exceptions to raise for each failure kind."""
+    core.set_exception_types(ValueError, CollectiveMismatchError, HorovodInternalError)  # type: ignore[attr-defined]

@@ -1,0 +1,148 @@
+/*
+ * hvd_backend.h: the versioned C ABI between the hvd engine and a collective backend.
+ *
+ * A backend is a shared library exporting one function, HVD_BACKEND_V1_ENTRY, which returns a
+ * pointer to a static hvd_backend_v1 table. The engine opens the library RTLD_LOCAL, checks
+ * abi_version and struct_size, and refuses anything it does not know. The interface is plain C so
+ * that separately built and separately versioned packages never share C++ ABI.
+ *
+ * Conventions
+ *  - Every function returning int returns HVD_OK (0) on success or an hvd_status code; the detail
+ *    of the most recent failure on a communicator is available from last_error(comm).
+ *  - Buffers passed for a CPU communicator are host memory. Counts are in elements of `dtype`.
+ *  - A send buffer may equal the receive buffer (in-place) for allreduce.
+ *  - Calls on one communicator are made from one thread at a time; different communicators may be
+ *    driven from the same engine thread in any interleaving consistent across ranks.
+ *  - Reductions of HVD_DTYPE_BOOL use MIN as logical AND, MAX as logical OR and PRODUCT as AND.
+ *
+ * Compatibility rule: version 1 is frozen. New members are only ever appended in a new version
+ * (hvd_backend_v2 ...), never renamed or reordered in place.
+ */
+#ifndef HVD_BACKEND_H_
+#define HVD_BACKEND_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HVD_BACKEND_ABI_VERSION 1
+/* Name of the exported entry point: `const hvd_backend_v1* hvd_backend_v1_get(void);` */
+#define HVD_BACKEND_V1_ENTRY "hvd_backend_v1_get"
+
+#if defined(_WIN32)
+#define HVD_BACKEND_EXPORT __declspec(dllexport)
+#else
+#define HVD_BACKEND_EXPORT __attribute__((visibility("default")))
+#endif
+
+typedef enum hvd_status {
+  HVD_OK = 0,
+  HVD_ERR_INVALID_ARGUMENT = 1, /* a bad count, dtype, root or config */
+  HVD_ERR_UNSUPPORTED = 2,      /* the backend cannot do this (dtype, op, device) */
+  HVD_ERR_TIMEOUT = 3,          /* a peer did not arrive in time */
+  HVD_ERR_PEER_LOST = 4,        /* a peer closed its connection or died */
+  HVD_ERR_INTERNAL = 5          /* anything else */
+} hvd_status;
+
+typedef enum hvd_dtype {
+  HVD_DTYPE_UINT8 = 0,
+  HVD_DTYPE_INT8 = 1,
+  HVD_DTYPE_INT16 = 2,
+  HVD_DTYPE_INT32 = 3,
+  HVD_DTYPE_INT64 = 4,
+  HVD_DTYPE_FLOAT16 = 5,
+  HVD_DTYPE_BFLOAT16 = 6,
+  HVD_DTYPE_FLOAT32 = 7,
+  HVD_DTYPE_FLOAT64 = 8,
+  HVD_DTYPE_BOOL = 9
+} hvd_dtype;
+#define HVD_DTYPE_COUNT 10
+
+/* Average is not a backend op: the engine sums and scales. Adasum is an engine algorithm. */
+typedef enum hvd_reduce_op {
+  HVD_REDUCE_SUM = 0,
+  HVD_REDUCE_MIN = 1,
+  HVD_REDUCE_MAX = 2,
+  HVD_REDUCE_PRODUCT = 3
+} hvd_reduce_op;
+
+/* Device kinds, as bit flags in hvd_backend_v1.device_kinds. */
+#define HVD_DEVICE_CPU (1u << 0)
+#define HVD_DEVICE_CUDA (1u << 1)
+
+/* Capability flags in hvd_backend_v1.capabilities. */
+#define HVD_CAP_SEND_RECV (1ull << 0)       /* send and recv are implemented */
+#define HVD_CAP_IN_PROCESS_ONLY (1ull << 1) /* all ranks must live in one process (test backends) */
+#define HVD_CAP_LOW_PRECISION (1ull << 2)   /* reduces float16 and bfloat16 natively */
+
+/*
+ * Key-value store provided by the engine (backed by the launcher's rendezvous server, or an
+ * in-memory map in tests). Keys are NUL-terminated; values are arbitrary bytes.
+ */
+typedef struct hvd_store_v1 {
+  void* ctx;
+  int (*set)(void* ctx, const char* key, const void* value, size_t len);
+  /* Blocks until `key` exists or timeout_ms elapses (HVD_ERR_TIMEOUT). On success *value is a
+   * buffer owned by the caller, to be released with release(). */
+  int (*get)(void* ctx, const char* key, void** value, size_t* len, int64_t timeout_ms);
+  void (*release)(void* ctx, void* value);
+} hvd_store_v1;
+
+typedef struct hvd_comm_config_v1 {
+  size_t struct_size;         /* sizeof(hvd_comm_config_v1), for forward compatibility */
+  int32_t rank;               /* this member's rank in the communicator, 0..size-1 */
+  int32_t size;               /* number of members */
+  const int32_t* job_ranks;   /* job-level rank of each member, indexed by communicator rank */
+  const char* key_prefix;     /* unique per communicator in a job; all store keys must use it */
+  int64_t timeout_ms;         /* bound for connection set-up and for each collective */
+  uint32_t device_kind;       /* one HVD_DEVICE_* bit */
+  int32_t device_id;          /* device ordinal for accelerators, -1 for CPU */
+} hvd_comm_config_v1;
+
+typedef struct hvd_comm hvd_comm; /* opaque, owned by the backend */
+
+typedef struct hvd_backend_v1 {
+  uint32_t abi_version; /* HVD_BACKEND_ABI_VERSION */
+  uint32_t struct_size; /* sizeof(hvd_backend_v1) */
+  const char* name;     /* short name, e.g. "gloo" */
+  const char* version;  /* the backend's own version string */
+  uint32_t device_kinds;
+  uint32_t reserved;
+  uint64_t capabilities;
+
+  /* Collective over all members; on failure writes a message into error[error_len]. */
+  int (*comm_create)(const hvd_comm_config_v1* config, const hvd_store_v1* store, hvd_comm** out,
+                     char* error, size_t error_len);
+  void (*comm_destroy)(hvd_comm* comm);
+  /* Message of the last failure on `comm`; valid until the next call on it. */
+  const char* (*last_error)(const hvd_comm* comm);
+
+  int (*allreduce)(hvd_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                   hvd_dtype dtype, hvd_reduce_op op);
+  /* recvcounts[i] elements come from member i; this member sends recvcounts[rank]. */
+  int (*allgatherv)(hvd_comm* comm, const void* sendbuf, void* recvbuf, const size_t* recvcounts,
+                    hvd_dtype dtype);
+  int (*broadcast)(hvd_comm* comm, void* buf, size_t count, hvd_dtype dtype, int32_t root);
+  /* sendcounts[i] elements go to member i; recvcounts[i] elements arrive from member i. */
+  int (*alltoallv)(hvd_comm* comm, const void* sendbuf, const size_t* sendcounts, void* recvbuf,
+                   const size_t* recvcounts, hvd_dtype dtype);
+  /* sendbuf holds sum(recvcounts) elements; member i receives the reduction of its block. */
+  int (*reducescatter)(hvd_comm* comm, const void* sendbuf, void* recvbuf, const size_t* recvcounts,
+                       hvd_dtype dtype, hvd_reduce_op op);
+  int (*barrier)(hvd_comm* comm);
+
+  /* Optional (HVD_CAP_SEND_RECV); NULL otherwise. */
+  int (*send)(hvd_comm* comm, const void* buf, size_t bytes, int32_t peer, int32_t tag);
+  int (*recv)(hvd_comm* comm, void* buf, size_t bytes, int32_t peer, int32_t tag);
+} hvd_backend_v1;
+
+typedef const hvd_backend_v1* (*hvd_backend_v1_get_fn)(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* HVD_BACKEND_H_ */

@@ -1,0 +1,115 @@
+"""Process sets: collectives among a subset of ranks (Horovod's ProcessSet API)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from horovod.common import basics
+
+
+class ProcessSet:
+    """A subset of ranks with its own communicator, negotiation and cache.
+
+    Create it with a list of ranks, then either pass it to ``hvd.init(process_sets=[...])`` or
+    register it with ``hvd.add_process_set`` (dynamic process sets). ``process_set_id`` is None
+    until it is registered.
+    """
+
+    def __init__(self, ranks: Sequence[int]) -> None:
+        if not isinstance(ranks, (list, tuple, range)):
+            if hasattr(ranks, "Get_rank"):  # an mpi4py communicator
+                raise ValueError("ProcessSet(<MPI communicator>) requires the MPI backend: pip install hvd-backend-mpi")
+            ranks = list(ranks)
+        if any(not isinstance(r, int) or isinstance(r, bool) for r in ranks):
+            raise ValueError(f"process set ranks must be integers, got {list(ranks)!r}")
+        if len(set(ranks)) != len(ranks):
+            raise ValueError(f"process set ranks must be distinct, got {list(ranks)!r}")
+        self.ranks: list[int] = sorted(ranks)
+        self.process_set_id: int | None = None
+
+    def _context_engine(self) -> Any | None:
+        if self.process_set_id is None or not basics.is_initialized():
+            return None
+        return basics.context().engine
+
+    def size(self) -> int | None:
+        """Number of ranks in the set, or None if it is not registered."""
+        engine = self._context_engine()
+        if engine is None:
+            return None
+        size = engine.process_set_size(self.process_set_id)
+        return None if size < 0 else size
+
+    def rank(self) -> int | None:
+        """This process's rank within the set, or None if it is not a member (or not registered)."""
+        engine = self._context_engine()
+        if engine is None:
+            return None
+        rank = engine.process_set_rank(self.process_set_id)
+        return None if rank < 0 else rank
+
+    def included(self) -> bool | None:
+        """Whether this process belongs to the set (None if it is not registered)."""
+        if self._context_engine() is None:
+            return None
+        return self.rank() is not None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ProcessSet) and other.ranks == self.ranks and other.process_set_id == self.process_set_id
+
+    def __hash__(self) -> int:
+        return hash((tuple(self.ranks), self.process_set_id))
+
+    def __repr__(self) -> str:
+        return f"ProcessSet(process_set_id={self.process_set_id}, ranks={self.ranks})"
+
+
+class _GlobalProcessSet(ProcessSet):
+    """All ranks; id 0. Its ranks follow whatever world init() created."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.process_set_id = 0
+
+    @property  # type: ignore[override]
+    def ranks(self) -> list[int]:
+        return list(range(basics.size())) if basics.is_initialized() else []
+
+    @ranks.setter
+    def ranks(self, value: list[int]) -> None:  # the base class assigns it once; ignored
+        pass
+
+    def __repr__(self) -> str:
+        return "ProcessSet(process_set_id=0, ranks=<all>)"
+
+
+global_process_set: ProcessSet = _GlobalProcessSet()
+
+
+def process_set_id(process_set: ProcessSet) -> int:
+    if process_set.process_set_id is None:
+        raise ValueError(f"{process_set!r} is not registered: pass it to hvd.init(process_sets=...) or hvd.add_process_set()")
+    return process_set.process_set_id
+
+
+def add_process_set(process_set: ProcessSet | Sequence[int]) -> ProcessSet:
+    """Registers a process set on every rank (collective; needs HOROVOD_DYNAMIC_PROCESS_SETS=1)."""
+    ps = process_set if isinstance(process_set, ProcessSet) else ProcessSet(process_set)
+    if ps.process_set_id is not None:
+        raise ValueError(f"{ps!r} is already registered")
+    engine = basics.context().engine
+    handle = engine.add_process_set(ps.ranks)
+    handle.wait()
+    ps.process_set_id = handle.value
+    return ps
+
+
+def remove_process_set(process_set: ProcessSet) -> bool:
+    """Removes a dynamic process set on every rank (collective). Returns False if it was not registered."""
+    if process_set.process_set_id is None or process_set.process_set_id == 0:
+        return False
+    engine = basics.context().engine
+    handle = engine.remove_process_set(process_set.process_set_id)
+    handle.wait()
+    process_set.process_set_id = None
+    return True

@@ -1,0 +1,51 @@
+"""What plugins register: descriptions of backends and frameworks.
+
+These are plain data, so that a plugin's ``hooks.py`` can build them without importing anything
+heavy (no native code is loaded until the engine asks for a backend).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Union
+
+#: A library path, or a callable that returns one (so the path is only computed when needed).
+LibraryLocator = Union[str, Callable[[], str]]
+
+
+@dataclasses.dataclass(frozen=True)
+class BackendSpec:
+    """A collective backend: a shared library exporting ``hvd_backend_v1_get``.
+
+    .. versionadded:: 0.1
+    """
+
+    #: Short name users select it by (``HOROVOD_CPU_OPERATIONS=<name>``, ``--gloo``...).
+    name: str
+    #: Path of the shared library implementing the C ABI, or a callable returning it.
+    library: LibraryLocator
+    #: Device kinds it serves: ``"cpu"``, ``"cuda"``.
+    device_kinds: tuple[str, ...] = ("cpu",)
+    #: The backend package's version, shown by ``horovodrun --check-build``.
+    version: str = ""
+    #: Among backends serving the same device kind, the highest priority is the default.
+    priority: int = 0
+    #: True for backends whose ranks must all live in one process (the in-memory test backend).
+    in_process_only: bool = False
+
+    def library_path(self) -> str:
+        return self.library() if callable(self.library) else self.library
+
+
+@dataclasses.dataclass(frozen=True)
+class FrameworkSpec:
+    """A framework binding such as ``horovod.torch``.
+
+    .. versionadded:: 0.1
+    """
+
+    #: Short name: ``"torch"``, ``"tensorflow"``, ``"keras"``, ``"mxnet"``.
+    name: str
+    #: The module users import, e.g. ``"horovod.torch"``.
+    module: str
+    version: str = ""
