@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -339,7 +340,13 @@ def test_builtin_core_plugin_registers_inmemory_backend(monkeypatch: pytest.Monk
         assert Path(spec.library_path()).is_file()
     except RuntimeError as exc:
         assert "horovod.common._native._core" in str(exc)
-    assert "horovod.common._native._core" not in sys.modules
+    # In a fresh interpreter (this one may have loaded the engine for other tests).
+    probe = (
+        "import sys; from horovod.common import builtin_hooks\n"
+        "try:\n    builtin_hooks._native_library()\nexcept RuntimeError:\n    pass\n"
+        "assert 'horovod.common._native._core' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True, timeout=60)
     monkeypatch.setattr(builtin_hooks, "_NATIVE_MODULE", "horovod.common._native._tno_such_ext")
     with pytest.raises(RuntimeError, match="_tno_such_ext.*hvd-core"):
         spec.library_path()

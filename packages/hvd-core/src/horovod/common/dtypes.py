@@ -39,3 +39,8 @@ def numpy_dtype(code: int) -> np.dtype:
             raise ValueError("bfloat16 arrays need the ml_dtypes package: pip install ml-dtypes")
         return bf16
     return np.dtype(NAMES[code])
+
+
+def from_name(name: str) -> np.dtype:
+    """The numpy dtype for an engine dtype name ("bfloat16" included, via ml_dtypes)."""
+    return numpy_dtype(_CODE_BY_NAME[name])

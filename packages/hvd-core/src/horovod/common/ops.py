@@ -37,7 +37,9 @@ def _as_buffer(array: np.ndarray) -> np.ndarray:
 
 
 def _contiguous(tensor: Any) -> np.ndarray:
-    array = np.ascontiguousarray(tensor)
+    array = np.asarray(tensor)
+    if not array.flags.c_contiguous:  # (np.ascontiguousarray would also turn scalars into 1-d arrays)
+        array = array.copy(order="C")
     dtypes.code_of(array.dtype)  # fail early, naming the dtype
     return array
 

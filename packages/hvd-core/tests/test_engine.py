@@ -1,0 +1,255 @@
+"""Engine behaviour observed from outside: fusion, the response cache, timeline, stalls, lifecycle."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+import horovod.common as hvd
+from horovod.common import basics
+from horovod.common.testing import ClusterError, run_cluster
+
+
+def _stats() -> dict:
+    return basics.context().engine.stats()
+
+
+def _many_allreduces(count: int) -> dict:
+    hvd.init()
+    handles = [hvd.allreduce_async(np.full(16, i, np.float32), name=f"t{i}", op=hvd.Sum) for i in range(count)]
+    for i, h in enumerate(handles):
+        assert hvd.synchronize(h).tolist() == [i * hvd.size()] * 16
+    return _stats()
+
+
+@pytest.mark.parametrize("np_", [2, 3])
+def test_fusion_makes_fewer_backend_calls_than_tensors(np_: int) -> None:
+    fused = run_cluster(_many_allreduces, np_, args=(60,))
+    unfused = run_cluster(_many_allreduces, np_, args=(60,), env={"HOROVOD_FUSION_THRESHOLD": "0"})
+    for stats in fused:
+        assert stats["backend_calls"]["allreduce"] < 60 and stats["fused_batches"] >= 1, stats
+    for stats in unfused:
+        assert stats["backend_calls"]["allreduce"] == 60 and stats["fused_batches"] == 0, stats
+
+
+def _rounds(rounds: int) -> list[dict]:
+    hvd.init()
+    seen = []
+    for _ in range(rounds):
+        handles = [hvd.allreduce_async(np.ones(4, np.float32), name=f"w{i}", op=hvd.Sum) for i in range(10)]
+        for h in handles:
+            hvd.synchronize(h)
+        seen.append(_stats())
+    return seen
+
+
+def test_repeated_tensors_skip_the_coordinator() -> None:
+    for per_round in run_cluster(_rounds, 3, args=(5,)):
+        first = per_round[0]
+        for later in per_round[1:]:
+            # Rounds after the first are negotiated by the cache bit-vector alone.
+            assert later["coordinator_rounds"] == first["coordinator_rounds"], per_round
+        assert per_round[-1]["cache_hits"] - first["cache_hits"] == 40, per_round
+
+
+def test_cache_disabled_always_uses_the_coordinator() -> None:
+    for per_round in run_cluster(_rounds, 2, args=(3,), env={"HOROVOD_CACHE_CAPACITY": "0"}):
+        assert per_round[-1]["cache_hits"] == 0
+        assert per_round[-1]["coordinator_rounds"] > per_round[0]["coordinator_rounds"]
+
+
+def test_changed_shape_invalidates_the_cached_entry() -> None:
+    def case() -> list:
+        hvd.init()
+        first = hvd.allreduce(np.ones(2, np.float32), name="x", op=hvd.Sum)
+        second = hvd.allreduce(np.ones(3, np.float32), name="x", op=hvd.Sum)  # same name, new shape
+        third = hvd.allreduce(np.ones(3, np.float32), name="x", op=hvd.Sum)
+        return [first.tolist(), second.tolist(), third.tolist()]
+
+    for result in run_cluster(case, 3):
+        assert result == [[3.0] * 2, [3.0] * 3, [3.0] * 3]
+
+
+def _check_trace(path: str) -> list[dict]:
+    with open(path) as f:
+        events = json.load(f)  # a complete JSON array: what Perfetto and chrome://tracing load
+    depth: dict[int, int] = {}
+    for event in events:
+        assert "ph" in event and "pid" in event
+        if event["ph"] == "B":
+            depth[event["pid"]] = depth.get(event["pid"], 0) + 1
+        elif event["ph"] == "E":
+            depth[event["pid"]] -= 1
+            assert depth[event["pid"]] >= 0, "an end event without a begin"
+    assert all(d == 0 for d in depth.values()), "unbalanced begin/end events"
+    return events
+
+
+def test_timeline_from_environment(tmp_path) -> None:
+    path = tmp_path / "timeline.json"
+
+    def case() -> None:
+        hvd.init()
+        for _ in range(2):
+            hvd.allreduce(np.ones(4), name="grad.w", op=hvd.Sum)
+        hvd.allgather(np.ones((1, 2)), name="gathered")
+
+    run_cluster(case, 2, env={"HOROVOD_TIMELINE": str(path)})
+    events = _check_trace(str(path))
+    names = {e.get("name") for e in events}
+    assert {"NEGOTIATE_ALLREDUCE", "ALLREDUCE", "NEGOTIATE_ALLGATHER", "ALLGATHER"} <= names, names
+    rows = {e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert {"grad.w", "gathered"} <= rows
+
+
+def test_timeline_started_and_stopped_at_run_time(tmp_path) -> None:
+    path = tmp_path / "dynamic.json"
+
+    def case() -> None:
+        hvd.init()
+        hvd.allreduce(np.ones(2), name="before")
+        hvd.start_timeline(str(path), mark_cycles=True)
+        for i in range(3):
+            handles = [hvd.allreduce_async(np.ones(8), name=f"fused.{k}") for k in range(5)]
+            for h in handles:
+                hvd.synchronize(h)
+        hvd.barrier()
+        hvd.stop_timeline()
+        hvd.allreduce(np.ones(2), name="after")
+
+    run_cluster(case, 2, env={"HOROVOD_TIMELINE": "DYNAMIC"})
+    events = _check_trace(str(path))
+    rows = {e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert "before" not in rows and "after" not in rows and "fused.0" in rows
+    assert any(e.get("name") == "CYCLE_START" for e in events)
+
+
+def test_stall_warning_names_the_missing_rank_and_tensor(capfd) -> None:
+    def case() -> float:
+        hvd.init()
+        if hvd.rank() == 1:
+            time.sleep(3.5)  # rank 1 is late: rank 0 has been waiting on 'late.tensor'
+        return float(hvd.allreduce(np.ones(1), name="late.tensor", op=hvd.Sum)[0])
+
+    results = run_cluster(case, 3, env={"HOROVOD_STALL_CHECK_TIME_SECONDS": "1"})
+    assert results == [3.0] * 3
+    err = capfd.readouterr().err
+    assert "Stall detected" in err and "Rank 1 has not submitted: 'late.tensor'" in err, err
+
+
+def test_stall_shutdown_raises_on_every_rank() -> None:
+    def case() -> str:
+        hvd.init()
+        name = "only.rank0" if hvd.rank() == 0 else "only.rank1"
+        try:
+            hvd.allreduce(np.ones(1), name=name)
+        except hvd.HorovodInternalError as error:
+            return str(error)
+        return "no error"
+
+    messages = run_cluster(
+        case,
+        2,
+        env={"HOROVOD_STALL_CHECK_TIME_SECONDS": "1", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "2"},
+        timeout=60,
+    )
+    for message in messages:
+        assert "Stall detected" in message and "'only.rank0'" in message and "'only.rank1'" in message, message
+        assert "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS" in message
+
+
+def test_stall_check_can_be_disabled(capfd) -> None:
+    def case() -> None:
+        hvd.init()
+        if hvd.rank() == 1:
+            time.sleep(2.5)
+        hvd.allreduce(np.ones(1), name="late")
+
+    run_cluster(case, 2, env={"HOROVOD_STALL_CHECK_TIME_SECONDS": "1", "HOROVOD_STALL_CHECK_DISABLE": "1"})
+    assert "Stall detected" not in capfd.readouterr().err
+
+
+def test_init_is_idempotent_and_works_again_after_shutdown() -> None:
+    def case() -> int:
+        for attempt in range(20):
+            hvd.init()
+            hvd.init()  # a second init while running does nothing
+            assert hvd.is_initialized()
+            total = hvd.allreduce(np.full(1, attempt, np.float32), name="again", op=hvd.Sum)
+            assert total.tolist() == [attempt * hvd.size()]
+            hvd.barrier()
+            hvd.shutdown()
+            assert not hvd.is_initialized()
+        return attempt
+
+    assert run_cluster(case, 3) == [19] * 3
+
+
+def test_shutdown_fails_pending_operations_on_every_rank() -> None:
+    def case() -> str:
+        hvd.init()
+        if hvd.rank() == 0:
+            hvd.shutdown()  # Horovod's semantics: one rank's shutdown stops every engine
+            return "shut down"
+        try:
+            hvd.allreduce(np.ones(1), name="never")
+        except hvd.HorovodInternalError as error:
+            return str(error)
+        return "no error"
+
+    results = run_cluster(case, 3)
+    assert results[0] == "shut down"
+    assert all("shut down" in r for r in results[1:]), results
+
+
+def test_queries_before_init_raise() -> None:
+    def case() -> None:
+        with pytest.raises(ValueError, match="not been initialized"):
+            hvd.rank()
+
+    run_cluster(case, 1)
+
+
+def test_topology_queries() -> None:
+    def case() -> tuple:
+        hvd.init()
+        return (hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size(), hvd.cross_rank(), hvd.cross_size(),
+                hvd.is_homogeneous())
+
+    assert run_cluster(case, 3) == [(r, 3, r, 3, 0, 1, True) for r in range(3)]
+
+
+def test_init_with_a_list_of_ranks_makes_independent_worlds() -> None:
+    def case() -> tuple:
+        import horovod.common.basics as b
+
+        job_rank = b._slot().launch.topology.rank
+        members = [0, 2] if job_rank % 2 == 0 else [1, 3]
+        hvd.init(comm=members)
+        total = hvd.allreduce(np.full(1, job_rank, np.float32), name="world", op=hvd.Sum)
+        return hvd.rank(), hvd.size(), float(total[0])
+
+    assert run_cluster(case, 4) == [(0, 2, 2.0), (0, 2, 4.0), (1, 2, 2.0), (1, 2, 4.0)]
+
+
+def test_built_and_enabled_answer_from_plugins() -> None:
+    def case() -> tuple:
+        hvd.init()
+        return hvd.gloo_enabled(), hvd.mpi_enabled(), hvd.mpi_threads_supported(), hvd.ddl_built()
+
+    assert run_cluster(case, 1) == [(False, False, False, False)]
+
+
+def test_a_failing_rank_is_reported_with_its_traceback() -> None:
+    def case() -> None:
+        hvd.init()
+        if hvd.rank() == 1:
+            raise KeyError("broken on purpose")
+        hvd.allreduce(np.ones(1), name="x")
+
+    with pytest.raises(ClusterError) as info:
+        run_cluster(case, 2, timeout=60)
+    assert "rank 1" in str(info.value) and "broken on purpose" in str(info.value)
