@@ -1,0 +1,129 @@
+"""Test sessions for every package of the monorepo, each in its own virtual environment.
+
+Packages are discovered from ``packages/*/pyproject.toml`` (and the third-party backend template in
+``examples/``): each gets a ``tests-<name>`` session. hvd packages depend on each other by name and
+version range, as they will on PyPI; here those names always resolve from a local wheelhouse built
+first, never from a public index (nobody has published them, and anybody could).
+
+    nox                         # every package's tests
+    nox -s tests-hvd-core       # one package
+    nox -s train                # the main job of the README
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pathlib
+import re
+import tomllib
+
+import nox
+
+ROOT = pathlib.Path(__file__).parent
+WHEELHOUSE = ROOT / ".nox" / "wheelhouse"
+# venv + pip: uv ignores pip's configuration on this machine and would resolve a CUDA build of torch.
+nox.options.default_venv_backend = "venv"
+nox.options.error_on_missing_interpreters = True
+
+# Tools needed to build hvd packages without build isolation (isolated builds would look up the
+# build requirement hvd-core on a public index).
+BUILD_TOOLS = ["hatchling>=1.26", "scikit-build-core[hatchling]>=0.11", "nanobind>=2", "cmake>=3.18"]
+
+
+def _project(path: pathlib.Path) -> dict:
+    return tomllib.loads((path / "pyproject.toml").read_text())["project"]
+
+
+def _packages() -> dict[str, pathlib.Path]:
+    found = {}
+    for pyproject in sorted([*ROOT.glob("packages/*/pyproject.toml"), *ROOT.glob("examples/*/pyproject.toml")]):
+        found[_project(pyproject.parent)["name"]] = pyproject.parent
+    return found
+
+
+PACKAGES = _packages()
+
+
+def _requirement_name(requirement: str) -> str:
+    return re.split(r"[\s\[<>=!~;]", requirement, maxsplit=1)[0].lower()
+
+
+def _local_closure(name: str) -> list[str]:
+    """`name` and the hvd packages it depends on, dependencies first."""
+    order: list[str] = []
+
+    def visit(pkg: str) -> None:
+        if pkg in order:
+            return
+        for req in _project(PACKAGES[pkg]).get("dependencies", []):
+            if _requirement_name(req) in PACKAGES:
+                visit(_requirement_name(req))
+        order.append(pkg)
+
+    visit(name)
+    return order
+
+
+def _source_digest(path: pathlib.Path) -> str:
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts and "tests" not in p.relative_to(path).parts[:1]):
+        digest.update(str(file.relative_to(path)).encode())
+        digest.update(file.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def build_wheels(session: nox.Session, names: list[str]) -> None:
+    """Builds (or reuses, when the sources are unchanged) the wheels of local packages."""
+    WHEELHOUSE.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        stamp = WHEELHOUSE / f"{name}.digest"
+        digest = _source_digest(PACKAGES[name])
+        wheel_prefix = name.replace("-", "_") + "-"
+        if stamp.exists() and stamp.read_text() == digest and any(WHEELHOUSE.glob(wheel_prefix + "*.whl")):
+            continue
+        for old in WHEELHOUSE.glob(wheel_prefix + "*.whl"):
+            old.unlink()
+        session.run(
+            "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(WHEELHOUSE), str(PACKAGES[name]),
+        )
+        stamp.write_text(digest)
+        # Later builds in this session (backends) need this package's headers at build time.
+        session.install("--no-deps", "--no-index", "--find-links", str(WHEELHOUSE), "--force-reinstall", name)
+
+
+def install_local(session: nox.Session, name: str, extras: tuple[str, ...] = ("test",)) -> None:
+    """Installs `name` and its hvd dependencies from the wheelhouse, third-party ones from the index."""
+    closure = _local_closure(name)
+    session.install(*BUILD_TOOLS)
+    build_wheels(session, closure)
+    third_party = []
+    for pkg in closure:
+        project = _project(PACKAGES[pkg])
+        requirements = list(project.get("dependencies", []))
+        if pkg == name:
+            for extra in extras:
+                requirements += project.get("optional-dependencies", {}).get(extra, [])
+        third_party += [r for r in requirements if _requirement_name(r) not in PACKAGES]
+    if third_party:
+        session.install(*third_party)
+    session.install("--no-deps", "--no-index", "--find-links", str(WHEELHOUSE), "--force-reinstall", *closure)
+
+
+def _make_test_session(name: str) -> None:
+    @nox.session(name=f"tests-{name}", python="3.11")
+    def tests(session: nox.Session) -> None:
+        install_local(session, name)
+        session.chdir(PACKAGES[name])
+        session.run("python", "-m", "pytest", "tests", *session.posargs, env={"HVD_REPO_ROOT": str(ROOT)})
+
+
+for _name in PACKAGES:
+    _make_test_session(_name)
+
+
+@nox.session(python="3.11", default=False)
+def train(session: nox.Session) -> None:
+    """The main job: data-parallel training on scikit-learn's digits with 2 ranks."""
+    install_local(session, "hvd-core", extras=())
+    session.install("scikit-learn")
+    session.run("python", str(ROOT / "examples" / "numpy" / "digits_train.py"), *session.posargs)
