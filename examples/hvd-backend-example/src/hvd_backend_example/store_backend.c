@@ -25,7 +25,7 @@
 #include "horovod/hvd_backend.h"
 
 #ifndef HVD_BACKEND_EXAMPLE_VERSION
-#define HVD_BACKEND_EXAMPLE_VERSION "0.1.0"
+#define HVD_BACKEND_EXAMPLE_VERSION "0.0.0+unknown" /* CMake passes the package version */
 #endif
 
 struct hvd_comm {

@@ -10,7 +10,9 @@
  *  - Every function returning int returns HVD_OK (0) on success or an hvd_status code; the detail
  *    of the most recent failure on a communicator is available from last_error(comm).
  *  - Buffers passed for a CPU communicator are host memory. Counts are in elements of `dtype`.
- *  - A send buffer may equal the receive buffer (in-place) for allreduce.
+ *  - A send buffer may equal the receive buffer (in-place) for allreduce; for the other
+ *    collectives the engine never passes overlapping send and receive buffers.
+ *  - Members of a communicator share byte order (data is exchanged in native order).
  *  - Calls on one communicator are made from one thread at a time; different communicators may be
  *    driven from the same engine thread in any interleaving consistent across ranks.
  *  - Reductions of HVD_DTYPE_BOOL use MIN as logical AND, MAX as logical OR and PRODUCT as AND.
@@ -81,6 +83,11 @@ typedef enum hvd_reduce_op {
 /*
  * Key-value store provided by the engine (backed by the launcher's rendezvous server, or an
  * in-memory map in tests). Keys are NUL-terminated; values are arbitrary bytes.
+ *  - set copies `value` before returning; setting an existing key replaces its value.
+ *  - get of a zero-length value succeeds with *len == 0 and a non-NULL *value to release.
+ *  - timeout_ms is always positive (the engine passes its configured timeout).
+ *  - There is no delete: the store is meant for connection set-up (addresses, ids), not for data.
+ *    A backend that moves data through it (the example backend) grows it for the job's lifetime.
  */
 typedef struct hvd_store_v1 {
   void* ctx;
@@ -97,7 +104,7 @@ typedef struct hvd_comm_config_v1 {
   int32_t size;               /* number of members */
   const int32_t* job_ranks;   /* job-level rank of each member, indexed by communicator rank */
   const char* key_prefix;     /* unique per communicator in a job; all store keys must use it */
-  int64_t timeout_ms;         /* bound for connection set-up and for each collective */
+  int64_t timeout_ms;         /* > 0: bound for connection set-up and for each collective */
   uint32_t device_kind;       /* one HVD_DEVICE_* bit */
   int32_t device_id;          /* device ordinal for accelerators, -1 for CPU */
 } hvd_comm_config_v1;

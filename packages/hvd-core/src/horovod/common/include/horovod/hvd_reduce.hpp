@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "horovod/hvd_backend.h"
 
@@ -120,20 +121,62 @@ inline const char* dtype_name(hvd_dtype dtype) {
 
 namespace detail {
 
+// Signed integer overflow is undefined in C++: integers add and multiply in their unsigned type,
+// which wraps around like the hardware (and like the example C backend).
+template <typename T>
+inline T wrap_add(T a, T b) {
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return (T)(U)((U)a + (U)b);
+  } else {
+    return (T)(a + b);
+  }
+}
+
+template <typename T>
+inline T wrap_mul(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    // Promote through unsigned int so that uint16-sized products cannot overflow a signed int.
+    using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
+    return (T)(U)((W)(U)a * (W)(U)b);
+  } else {
+    return a * b;
+  }
+}
+
+// Min and max propagate NaN for every floating type (a NaN anywhere gives NaN), whatever the
+// operand order, so results do not depend on which rank holds the NaN.
+template <typename T>
+inline T nan_min(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+  }
+  return b < a ? b : a;
+}
+
+template <typename T>
+inline T nan_max(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+  }
+  return a < b ? b : a;
+}
+
 template <typename T>
 inline void reduce_native(hvd_reduce_op op, T* acc, const T* in, size_t n) {
   switch (op) {
     case HVD_REDUCE_SUM:
-      for (size_t i = 0; i < n; ++i) acc[i] = (T)(acc[i] + in[i]);
+      for (size_t i = 0; i < n; ++i) acc[i] = wrap_add(acc[i], in[i]);
       break;
     case HVD_REDUCE_MIN:
-      for (size_t i = 0; i < n; ++i) acc[i] = std::min(acc[i], in[i]);
+      for (size_t i = 0; i < n; ++i) acc[i] = nan_min(acc[i], in[i]);
       break;
     case HVD_REDUCE_MAX:
-      for (size_t i = 0; i < n; ++i) acc[i] = std::max(acc[i], in[i]);
+      for (size_t i = 0; i < n; ++i) acc[i] = nan_max(acc[i], in[i]);
       break;
     case HVD_REDUCE_PRODUCT:
-      for (size_t i = 0; i < n; ++i) acc[i] = (T)(acc[i] * in[i]);
+      for (size_t i = 0; i < n; ++i) acc[i] = wrap_mul(acc[i], in[i]);
       break;
   }
 }
@@ -145,8 +188,8 @@ inline void reduce_16bit(hvd_reduce_op op, uint16_t* acc, const uint16_t* in, si
     float a = ToFloat(acc[i]), b = ToFloat(in[i]), r = a;
     switch (op) {
       case HVD_REDUCE_SUM: r = a + b; break;
-      case HVD_REDUCE_MIN: r = std::fmin(a, b); break;
-      case HVD_REDUCE_MAX: r = std::fmax(a, b); break;
+      case HVD_REDUCE_MIN: r = nan_min(a, b); break;
+      case HVD_REDUCE_MAX: r = nan_max(a, b); break;
       case HVD_REDUCE_PRODUCT: r = a * b; break;
     }
     acc[i] = FromFloat(r);
