@@ -357,6 +357,7 @@ def test_hookspecs_follow_the_contract() -> None:
     assert {f.__name__ for f in specs} == {
         "hvd_register_backends",
         "hvd_register_frameworks",
+        "hvd_rendezvous_store",
         "hvd_after_init",
         "hvd_before_shutdown",
     }
@@ -365,3 +366,23 @@ def test_hookspecs_follow_the_contract() -> None:
         sig = inspect.signature(f)
         assert sig.return_annotation is not inspect.Signature.empty
         assert all(p.annotation is not inspect.Parameter.empty for p in sig.parameters.values())
+
+
+def test_rendezvous_store_comes_from_the_first_plugin_that_offers_one() -> None:
+    class Store:
+        def set(self, key: str, value: bytes) -> None: ...
+
+        def get(self, key: str, timeout: float) -> bytes | None:
+            return None
+
+    offered = Store()
+
+    class Launcher:
+        @hookspecs.hookimpl
+        def hvd_rendezvous_store(self, env):
+            return offered if env.get("HOROVOD_RENDEZVOUS_ADDR") else None
+
+    pm = get_plugin_manager()
+    pm.register(Launcher(), name="launcher-under-test")
+    assert pm.rendezvous_store({"HOROVOD_RENDEZVOUS_ADDR": "127.0.0.1"}) is offered
+    assert pm.rendezvous_store({}) is None

@@ -84,7 +84,7 @@ def init(comm: Sequence[int] | Any | None = None, process_sets: Sequence[Any] | 
         plugins = get_plugin_manager()
         spec = _choose_backend(plugins, env, topology.size, in_process=launch.store is not None)
         backend = _core.Backend.load(spec.library_path())
-        store = launch.store if launch.store is not None else _store_for(_core, topology)
+        store = launch.store if launch.store is not None else _store_for(_core, plugins, env, topology)
         engine = _core.Engine(engine_config, backend, store)
         engine.start()
         for ps_id, ps in enumerate(static_sets, start=1):
@@ -149,7 +149,11 @@ def _choose_backend(plugins: Any, env: dict, size: int, in_process: bool) -> Any
     return spec
 
 
-def _store_for(core: Any, topology: Topology) -> Any:
+def _store_for(core: Any, plugins: Any, env: dict, topology: Topology) -> Any:
+    """The store connecting this process to its job: the launcher's, or none needed for one rank."""
+    store = plugins.rendezvous_store(env)
+    if store is not None:
+        return core.CallbackStore(store.set, store.get)
     if topology.size == 1:
         return core.InMemoryStore()
     raise HorovodInternalError(

@@ -11,11 +11,11 @@ exists, so a changed meaning gets a new hook (with its own ``versionadded``) ins
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Mapping
 
 import pluggy
 
-from horovod.common.registry import BackendSpec, FrameworkSpec
+from horovod.common.registry import BackendSpec, FrameworkSpec, RendezvousStore
 
 hookspec = pluggy.HookspecMarker("horovod")
 hookimpl = pluggy.HookimplMarker("horovod")
@@ -37,6 +37,20 @@ def hvd_register_backends(register: Callable[[BackendSpec], None]) -> None:
 @hookspec
 def hvd_register_frameworks(register: Callable[[FrameworkSpec], None]) -> None:
     """Register the framework bindings this plugin provides, by calling ``register(spec)``.
+
+    .. versionadded:: 0.1
+    """
+
+
+# --- Connection: how a process launched by a plugin's launcher reaches its peers. --------------------
+
+
+@hookspec(firstresult=True)
+def hvd_rendezvous_store(env: Mapping[str, str]) -> RendezvousStore | None:
+    """A key-value store for connecting this process to its job, or None if ``env`` does not
+    describe a job started by this plugin's launcher (the first non-None answer wins).
+
+    The store is used while communicators are created (backends exchange addresses through it).
 
     .. versionadded:: 0.1
     """

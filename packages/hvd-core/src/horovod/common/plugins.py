@@ -19,12 +19,12 @@ import os
 import sys
 import threading
 from importlib import metadata
-from typing import Any, Callable, Literal, TypeVar
+from typing import Any, Callable, Literal, Mapping, TypeVar
 
 import pluggy
 
 from horovod.common import hookspecs
-from horovod.common.registry import BackendSpec, FrameworkSpec
+from horovod.common.registry import BackendSpec, FrameworkSpec, RendezvousStore
 
 __all__ = [
     "PluginError",
@@ -323,6 +323,13 @@ class PluginManager:
             names = ", ".join(sorted(b.name for b in serving))
             msg += f" (only in-process test backends serve it: {names})"
         raise PluginError(msg)
+
+    # --- connection ------------------------------------------------------------------------
+
+    def rendezvous_store(self, env: Mapping[str, str]) -> RendezvousStore | None:
+        """The first store a plugin offers for the job ``env`` describes (a launcher's), or None."""
+        self.load()
+        return self._pm.hook.hvd_rendezvous_store(env=env)
 
     # --- lifecycle ---------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ heavy (no native code is loaded until the engine asks for a backend).
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Union
+from typing import Callable, Protocol, Union, runtime_checkable
 
 #: A library path, or a callable that returns one (so the path is only computed when needed).
 LibraryLocator = Union[str, Callable[[], str]]
@@ -49,3 +49,17 @@ class FrameworkSpec:
     #: The module users import, e.g. ``"horovod.torch"``.
     module: str
     version: str = ""
+
+
+@runtime_checkable
+class RendezvousStore(Protocol):
+    """What a launcher plugin hands the engine (``hvd_rendezvous_store``) to connect a job.
+
+    .. versionadded:: 0.1
+    """
+
+    def set(self, key: str, value: bytes) -> None:
+        """Stores ``value`` under ``key`` (replacing any previous value)."""
+
+    def get(self, key: str, timeout: float) -> bytes | None:
+        """The value of ``key``, waiting up to ``timeout`` seconds for it to appear; None on timeout."""
