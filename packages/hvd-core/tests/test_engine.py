@@ -253,3 +253,17 @@ def test_a_failing_rank_is_reported_with_its_traceback() -> None:
     with pytest.raises(ClusterError) as info:
         run_cluster(case, 2, timeout=60)
     assert "rank 1" in str(info.value) and "broken on purpose" in str(info.value)
+
+
+def test_deprecated_average_argument_still_works() -> None:
+    def case() -> list:
+        hvd.init()
+        with pytest.warns(DeprecationWarning, match="average"):
+            averaged = hvd.allreduce(np.full(2, hvd.rank(), np.float32), average=True, name="avg")
+        with pytest.warns(DeprecationWarning):
+            summed = hvd.allreduce(np.full(2, hvd.rank(), np.float32), average=False, name="sum")
+        with pytest.raises(ValueError, match="op and average"):
+            hvd.allreduce(np.ones(1), average=True, op=hvd.Sum)
+        return [averaged.tolist(), summed.tolist()]
+
+    assert run_cluster(case, 2) == [[[0.5, 0.5], [1.0, 1.0]]] * 2

@@ -1,0 +1,264 @@
+"""Collectives written once, for any tensor type, through a small adapter.
+
+Framework packages (hvd-torch, hvd-tensorflow, ...) do not re-implement allreduce & co.: they
+give a :class:`TensorAdapter` that says how their tensors reach the engine (zero-copy where the
+layout allows) and how engine-allocated results come back, and call these methods. The numpy
+API of ``horovod.common`` is the same class with the numpy adapter.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, Protocol, Sequence
+
+from horovod.common import _core, basics
+from horovod.common.process_sets import ProcessSet, global_process_set, process_set_id
+
+# Reduction ops, with Horovod's numbering.
+Average, Sum, Adasum, Min, Max, Product = 0, 1, 2, 3, 4, 5
+
+
+class TensorAdapter(Protocol):
+    """How one framework's tensors meet the engine."""
+
+    def prepare(self, tensor: Any) -> Any:
+        """The tensor as a contiguous, host-addressable tensor of the same type (no copy if already so)."""
+
+    def describe(self, tensor: Any) -> tuple[int, list[int], int]:
+        """(engine dtype code, shape, device kind) of a prepared tensor; ValueError if unsupported."""
+
+    def buffer(self, tensor: Any) -> Any:
+        """An object sharing the tensor's memory that the engine reads (DLPack or buffer protocol)."""
+
+    def empty_like(self, tensor: Any) -> Any:
+        """A new uninitialised tensor of the same shape, dtype and device."""
+
+    def from_engine(self, core_handle: Any, like: Any) -> Any:
+        """The engine-allocated result of a completed handle, as a tensor of `like`'s type and dtype."""
+
+
+def handle_average_backwards_compatibility(op: int | None, average: bool | None) -> int:
+    """Maps the deprecated ``average=`` argument onto ``op`` (default: Average)."""
+    if average is not None:
+        if op is not None:
+            raise ValueError("op and average cannot both be given; use op only (average is deprecated)")
+        warnings.warn(
+            "the 'average' argument is deprecated; use op=hvd.Average or op=hvd.Sum", DeprecationWarning, stacklevel=4
+        )
+        return Average if average else Sum
+    return Average if op is None else op
+
+
+class Collectives:
+    """Every collective, asynchronous with integer handles, for one tensor type."""
+
+    def __init__(self, adapter: TensorAdapter) -> None:
+        self.adapter = adapter
+
+    # --- submission -------------------------------------------------------------------------
+
+    def _submit(
+        self,
+        op_type: int,
+        tensor: Any,
+        name: str,
+        process_set: ProcessSet,
+        *,
+        output_like_input: bool,
+        finish: Callable[[Any, Any, Any], Any] | None = None,
+        **options: Any,
+    ) -> int:
+        ctx = basics.context()
+        a = self.adapter
+        prepared = a.prepare(tensor)
+        dtype, shape, device = a.describe(prepared)
+        # Ops whose result has the input's shape write into a tensor allocated here; the others get
+        # an engine-allocated result (its size is known only after negotiation).
+        out = a.empty_like(prepared) if output_like_input else None
+        core = ctx.engine.enqueue(
+            op_type,
+            name,
+            a.buffer(prepared),
+            dtype,
+            shape,
+            a.buffer(out) if out is not None else None,
+            process_set=process_set_id(process_set),
+            device_kind=device,
+            **options,
+        )
+        if finish is None:
+            finish = (lambda h, p, o: o) if output_like_input else (lambda h, p, o: a.from_engine(h, p))
+        return ctx.submit(core, (prepared, out), lambda h: finish(h, prepared, out))
+
+    def allreduce_async(
+        self,
+        tensor: Any,
+        average: bool | None = None,
+        name: str | None = None,
+        op: int | None = None,
+        prescale_factor: float = 1.0,
+        postscale_factor: float = 1.0,
+        process_set: ProcessSet = global_process_set,
+        group: tuple[int, int] = (-1, 0),
+    ) -> int:
+        op = handle_average_backwards_compatibility(op, average)
+        return self._submit(
+            _core.OP_ALLREDUCE,
+            tensor,
+            name or basics.context().auto_name("allreduce"),
+            process_set,
+            output_like_input=True,
+            op=op,
+            prescale=float(prescale_factor),
+            postscale=float(postscale_factor),
+            group_id=group[0],
+            group_size=group[1],
+        )
+
+    def grouped_allreduce_async(
+        self,
+        tensors: Sequence[Any],
+        average: bool | None = None,
+        name: str | None = None,
+        op: int | None = None,
+        prescale_factor: float = 1.0,
+        postscale_factor: float = 1.0,
+        process_set: ProcessSet = global_process_set,
+    ) -> list[int]:
+        """Allreduces a list as one unit: negotiated together and executed in one cycle."""
+        op = handle_average_backwards_compatibility(op, average)
+        ctx = basics.context()
+        base = name or ctx.auto_name("grouped_allreduce")
+        group = (ctx.next_group_id(), len(tensors))
+        return [
+            self.allreduce_async(t, None, f"{base}.{i}", op, prescale_factor, postscale_factor, process_set, group)
+            for i, t in enumerate(tensors)
+        ]
+
+    def allgather_async(
+        self, tensor: Any, name: str | None = None, process_set: ProcessSet = global_process_set,
+        group: tuple[int, int] = (-1, 0),
+    ) -> int:
+        return self._submit(
+            _core.OP_ALLGATHER,
+            tensor,
+            name or basics.context().auto_name("allgather"),
+            process_set,
+            output_like_input=False,
+            group_id=group[0],
+            group_size=group[1],
+        )
+
+    def grouped_allgather_async(
+        self, tensors: Sequence[Any], name: str | None = None, process_set: ProcessSet = global_process_set
+    ) -> list[int]:
+        ctx = basics.context()
+        base = name or ctx.auto_name("grouped_allgather")
+        group = (ctx.next_group_id(), len(tensors))
+        return [self.allgather_async(t, f"{base}.{i}", process_set, group) for i, t in enumerate(tensors)]
+
+    def broadcast_async(
+        self, tensor: Any, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set
+    ) -> int:
+        return self._submit(
+            _core.OP_BROADCAST,
+            tensor,
+            name or basics.context().auto_name("broadcast"),
+            process_set,
+            output_like_input=True,
+            root=int(root_rank),
+        )
+
+    def alltoall_async(
+        self, tensor: Any, splits: Sequence[int] | Any = None, name: str | None = None,
+        process_set: ProcessSet = global_process_set,
+    ) -> int:
+        """Result: (received tensor, received splits as a list of ints)."""
+        split_list = None if splits is None else [int(s) for s in _flatten(splits)]
+        a = self.adapter
+        return self._submit(
+            _core.OP_ALLTOALL,
+            tensor,
+            name or basics.context().auto_name("alltoall"),
+            process_set,
+            output_like_input=False,
+            finish=lambda h, prepared, out: (a.from_engine(h, prepared), list(h.received_splits)),
+            splits=split_list,
+        )
+
+    def reducescatter_async(
+        self,
+        tensor: Any,
+        name: str | None = None,
+        op: int = Average,
+        process_set: ProcessSet = global_process_set,
+        prescale_factor: float = 1.0,
+        postscale_factor: float = 1.0,
+        group: tuple[int, int] = (-1, 0),
+    ) -> int:
+        return self._submit(
+            _core.OP_REDUCESCATTER,
+            tensor,
+            name or basics.context().auto_name("reducescatter"),
+            process_set,
+            output_like_input=False,
+            op=op,
+            prescale=float(prescale_factor),
+            postscale=float(postscale_factor),
+            group_id=group[0],
+            group_size=group[1],
+        )
+
+    def grouped_reducescatter_async(
+        self,
+        tensors: Sequence[Any],
+        name: str | None = None,
+        op: int = Average,
+        process_set: ProcessSet = global_process_set,
+        prescale_factor: float = 1.0,
+        postscale_factor: float = 1.0,
+    ) -> list[int]:
+        ctx = basics.context()
+        base = name or ctx.auto_name("grouped_reducescatter")
+        group = (ctx.next_group_id(), len(tensors))
+        return [
+            self.reducescatter_async(t, f"{base}.{i}", op, process_set, prescale_factor, postscale_factor, group)
+            for i, t in enumerate(tensors)
+        ]
+
+
+def _flatten(values: Any) -> list:
+    if hasattr(values, "tolist"):
+        values = values.tolist()
+    out: list = []
+    for v in values if isinstance(values, (list, tuple)) else [values]:
+        out.extend(_flatten(v) if isinstance(v, (list, tuple)) else [v])
+    return out
+
+
+# Tensor-free operations, the same for every framework.
+
+
+def barrier(process_set: ProcessSet = global_process_set) -> None:
+    """Blocks until every rank of the process set has reached the barrier."""
+    ctx = basics.context()
+    core = ctx.engine.enqueue(_core.OP_BARRIER, "barrier", None, 0, [], process_set=process_set_id(process_set))
+    ctx.synchronize(ctx.submit(core, (), lambda h: None))
+
+
+def join(device: int = -1) -> int:
+    """Declares this rank done: until every rank has joined it contributes neutral data to the
+    others' collectives. Returns the rank that joined last."""
+    ctx = basics.context()
+    core = ctx.engine.enqueue(_core.OP_JOIN, "join", None, 0, [])
+    return ctx.synchronize(ctx.submit(core, (), lambda h: int(h.value)))
+
+
+def poll(handle: int) -> bool:
+    """True when the operation behind ``handle`` has completed (never blocks)."""
+    return basics.context().poll(handle)
+
+
+def synchronize(handle: int) -> Any:
+    """Waits for the operation behind ``handle`` and returns its result (raises its error)."""
+    return basics.context().synchronize(handle)
