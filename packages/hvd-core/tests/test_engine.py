@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -258,12 +259,35 @@ def test_a_failing_rank_is_reported_with_its_traceback() -> None:
 def test_deprecated_average_argument_still_works() -> None:
     def case() -> list:
         hvd.init()
-        with pytest.warns(DeprecationWarning, match="average"):
-            averaged = hvd.allreduce(np.full(2, hvd.rank(), np.float32), average=True, name="avg")
-        with pytest.warns(DeprecationWarning):
-            summed = hvd.allreduce(np.full(2, hvd.rank(), np.float32), average=False, name="sum")
+        averaged = hvd.allreduce(np.full(2, hvd.rank(), np.float32), average=True, name="avg")
+        summed = hvd.allreduce(np.full(2, hvd.rank(), np.float32), average=False, name="sum")
         with pytest.raises(ValueError, match="op and average"):
             hvd.allreduce(np.ones(1), average=True, op=hvd.Sum)
         return [averaged.tolist(), summed.tolist()]
 
-    assert run_cluster(case, 2) == [[[0.5, 0.5], [1.0, 1.0]]] * 2
+    # Warning filters are process-wide, so they are recorded around the whole cluster run.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = run_cluster(case, 2)
+    assert results == [[[0.5, 0.5], [1.0, 1.0]]] * 2
+    deprecations = [w for w in caught if issubclass(w.category, DeprecationWarning) and "average" in str(w.message)]
+    assert len(deprecations) == 4, [str(w.message) for w in caught]
+
+
+def test_in_place_allreduce_and_broadcast_write_into_the_input() -> None:
+    from horovod.common.ops import _numpy
+
+    def case() -> list:
+        hvd.init()
+        contiguous = np.full(3, hvd.rank() + 1, np.float32)
+        strided = np.full((3, 2), hvd.rank() + 1, np.float64)[:, 0]  # not contiguous: copied back
+        results = []
+        for array in (contiguous, strided):
+            out = hvd.synchronize(_numpy.allreduce_async(array, op=hvd.Sum, inplace=True))
+            assert out is array and array.tolist() == [3.0] * 3, array
+        root = np.arange(4.0) + hvd.rank()
+        assert hvd.synchronize(_numpy.broadcast_async(root, 1, inplace=True)) is root
+        results.append(root.tolist())
+        return results
+
+    assert run_cluster(case, 2) == [[[1.0, 2.0, 3.0, 4.0]]] * 2

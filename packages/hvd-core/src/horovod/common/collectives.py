@@ -36,6 +36,9 @@ class TensorAdapter(Protocol):
     def from_engine(self, core_handle: Any, like: Any) -> Any:
         """The engine-allocated result of a completed handle, as a tensor of `like`'s type and dtype."""
 
+    def copy_into(self, target: Any, source: Any) -> Any:
+        """Copies `source` into `target` (same shape and dtype) and returns `target`."""
+
 
 def handle_average_backwards_compatibility(op: int | None, average: bool | None) -> int:
     """Maps the deprecated ``average=`` argument onto ``op`` (default: Average)."""
@@ -65,6 +68,7 @@ class Collectives:
         process_set: ProcessSet,
         *,
         output_like_input: bool,
+        inplace: bool = False,
         finish: Callable[[Any, Any, Any], Any] | None = None,
         **options: Any,
     ) -> int:
@@ -72,9 +76,15 @@ class Collectives:
         a = self.adapter
         prepared = a.prepare(tensor)
         dtype, shape, device = a.describe(prepared)
-        # Ops whose result has the input's shape write into a tensor allocated here; the others get
-        # an engine-allocated result (its size is known only after negotiation).
-        out = a.empty_like(prepared) if output_like_input else None
+        # Ops whose result has the input's shape write into a tensor allocated here (or, in place,
+        # into the input itself); the others get an engine-allocated result (its size is known only
+        # after negotiation).
+        if inplace:
+            out = prepared
+            if prepared is not tensor:  # the input had to be made contiguous: copy the result back
+                finish = lambda h, p, o: a.copy_into(tensor, o)  # noqa: E731
+        else:
+            out = a.empty_like(prepared) if output_like_input else None
         core = ctx.engine.enqueue(
             op_type,
             name,
@@ -100,6 +110,7 @@ class Collectives:
         postscale_factor: float = 1.0,
         process_set: ProcessSet = global_process_set,
         group: tuple[int, int] = (-1, 0),
+        inplace: bool = False,
     ) -> int:
         op = handle_average_backwards_compatibility(op, average)
         return self._submit(
@@ -108,6 +119,7 @@ class Collectives:
             name or basics.context().auto_name("allreduce"),
             process_set,
             output_like_input=True,
+            inplace=inplace,
             op=op,
             prescale=float(prescale_factor),
             postscale=float(postscale_factor),
@@ -124,6 +136,7 @@ class Collectives:
         prescale_factor: float = 1.0,
         postscale_factor: float = 1.0,
         process_set: ProcessSet = global_process_set,
+        inplace: bool = False,
     ) -> list[int]:
         """Allreduces a list as one unit: negotiated together and executed in one cycle."""
         op = handle_average_backwards_compatibility(op, average)
@@ -131,7 +144,9 @@ class Collectives:
         base = name or ctx.auto_name("grouped_allreduce")
         group = (ctx.next_group_id(), len(tensors))
         return [
-            self.allreduce_async(t, None, f"{base}.{i}", op, prescale_factor, postscale_factor, process_set, group)
+            self.allreduce_async(
+                t, None, f"{base}.{i}", op, prescale_factor, postscale_factor, process_set, group, inplace
+            )
             for i, t in enumerate(tensors)
         ]
 
@@ -158,7 +173,8 @@ class Collectives:
         return [self.allgather_async(t, f"{base}.{i}", process_set, group) for i, t in enumerate(tensors)]
 
     def broadcast_async(
-        self, tensor: Any, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set
+        self, tensor: Any, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set,
+        inplace: bool = False,
     ) -> int:
         return self._submit(
             _core.OP_BROADCAST,
@@ -166,6 +182,7 @@ class Collectives:
             name or basics.context().auto_name("broadcast"),
             process_set,
             output_like_input=True,
+            inplace=inplace,
             root=int(root_rank),
         )
 

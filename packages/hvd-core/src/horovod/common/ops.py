@@ -51,6 +51,10 @@ class NumpyAdapter:
     def from_engine(self, core_handle: Any, like: np.ndarray) -> np.ndarray:
         return np.asarray(core_handle.output(raw=True)).view(like.dtype).reshape(core_handle.output_shape)
 
+    def copy_into(self, target: np.ndarray, source: np.ndarray) -> np.ndarray:
+        target[...] = source
+        return target
+
 
 _numpy = Collectives(NumpyAdapter())
 
