@@ -1,17 +1,31 @@
 #include "controller.h"
 
+#include <algorithm>
 #include <cstring>
+
+#include "horovod/hvd_reduce.hpp"
 
 namespace hvdcore {
 namespace {
 
-constexpr size_t kFlagShutdown = 0;
-constexpr size_t kFlagNeedCoordinator = 1;
-constexpr size_t kHeaderBytes = 2;
+// Layout of a member's step-1 record.
+constexpr size_t kFlagsAt = 0;        // uint8 flags
+constexpr size_t kRequestLenAt = 4;   // uint32: bytes of new requests for the coordinator
+constexpr size_t kBitmapsAt = 8;      // "have" bits, then "inline" bits, one per cache slot
+constexpr uint8_t kShutdown = 1, kNeedCoordinator = 2, kJoined = 4;
 
 bool IsCacheableType(OpType t) {
   return t == OpType::kAllreduce || t == OpType::kAllgather || t == OpType::kBroadcast || t == OpType::kAlltoall ||
          t == OpType::kReducescatter || t == OpType::kBarrier;
+}
+
+inline bool GetBit(const uint8_t* bits, int32_t i) { return (bits[i >> 3] >> (i & 7)) & 1; }
+inline void SetBit(uint8_t* bits, int32_t i) { bits[i >> 3] |= (uint8_t)(1u << (i & 7)); }
+
+size_t ResponseBytes(const Response& r) {
+  int64_t n = 1;
+  for (int64_t d : r.shapes[0]) n *= d;
+  return (size_t)n * hvd::dtype_size(r.dtype);
 }
 
 }  // namespace
@@ -42,7 +56,7 @@ Status Controller::RunCycle(ProcessSet& ps, bool want_shutdown, CycleResult* out
 
   // Sort what is pending into cache hits and requests for the coordinator.
   std::vector<Request> requests;
-  std::vector<int32_t> hit_slots;
+  std::vector<std::pair<int32_t, TensorEntry*>> hits;
   for (const std::string& name : ps.arrival) {
     TensorEntry& e = *ps.pending.at(name);
     if (e.sent_to_coordinator) continue;
@@ -54,7 +68,7 @@ Status Controller::RunCycle(ProcessSet& ps, bool want_shutdown, CycleResult* out
       // stall report can name the ranks that are missing it.
       bool stalled = ps.stall.enabled() && now - e.pending_since_us > ps.stall.check_us();
       if (found == ResponseCache::Lookup::kHit && !stalled) {
-        hit_slots.push_back(slot);
+        hits.emplace_back(slot, &e);
         continue;
       }
       invalidate = found != ResponseCache::Lookup::kMiss;
@@ -67,56 +81,105 @@ Status Controller::RunCycle(ProcessSet& ps, bool want_shutdown, CycleResult* out
 
   // The coordinator checks for stalls locally; a shutdown decision needs step 2 to travel.
   std::string stall_error;
-  bool coordinator = ps.my_rank == 0;
-  if (coordinator && !ps.coordinator.empty() && ps.stall.Due(now)) {
+  if (ps.my_rank == 0 && !ps.coordinator.empty() && ps.stall.Due(now)) {
     stall_error = ps.stall.Report(ps.coordinator.Stalled(now, ps.stall.check_us()), ps.id, ps.ranks, log_);
   }
 
-  // Step 1: the control vector.
+  // Step 1: this member's record. Its size depends only on state every member shares.
   const int32_t slots = ps.cache.num_slots();
-  const size_t lengths_at = kHeaderBytes, slots_at = kHeaderBytes + 4 * (size_t)n;
-  std::vector<uint8_t> control(slots_at + 2 * (size_t)slots, 0);
-  control[kFlagShutdown] = want_shutdown ? 1 : 0;
-  control[kFlagNeedCoordinator] = (!requests.empty() || !stall_error.empty()) ? 1 : 0;
-  uint32_t my_len = (uint32_t)encoded.size();
-  std::memcpy(&control[lengths_at + 4 * (size_t)ps.my_rank], &my_len, 4);
-  for (int32_t s = 0; s < slots; ++s) control[slots_at + 2 * s] = ps.joined ? 0 : 1;  // "not ready"
-  for (int32_t s : hit_slots) {
-    control[slots_at + 2 * s] = 0;
-    control[slots_at + 2 * s + 1] = 1;  // "someone has it"
-  }
-  Status st = ps.comm->Allreduce(control.data(), control.data(), control.size(), HVD_DTYPE_UINT8, HVD_REDUCE_MAX);
-  if (!st.ok()) return st;
-
-  if (control[kFlagShutdown]) {
-    out->shutdown = true;
-    return Status::Ok();
-  }
-  for (int32_t s = 0; s < slots; ++s) {
-    if (control[slots_at + 2 * s] == 0 && control[slots_at + 2 * s + 1] == 1) {
-      ps.cache.Touch(s);
-      out->responses.push_back(ps.cache.Get(s));
-      ++stats->cache_hits;
+  const size_t bitmap = ((size_t)slots + 7) / 8;
+  const size_t inline_at = kBitmapsAt + 2 * bitmap;
+  const size_t record_size = inline_at + (size_t)inline_bytes_;
+  std::vector<uint8_t> record(record_size, 0);
+  record[kFlagsAt] = (uint8_t)((want_shutdown ? kShutdown : 0) |
+                               (!requests.empty() || !stall_error.empty() ? kNeedCoordinator : 0) |
+                               (ps.joined ? kJoined : 0));
+  uint32_t request_len = (uint32_t)encoded.size();
+  std::memcpy(&record[kRequestLenAt], &request_len, 4);
+  std::sort(hits.begin(), hits.end());
+  size_t inline_used = 0;
+  for (auto& hit : hits) {
+    SetBit(&record[kBitmapsAt], hit.first);
+    const Response& r = ps.cache.Get(hit.first);
+    size_t bytes = ResponseBytes(r);
+    if (r.type == OpType::kAllreduce && inline_used + bytes <= (size_t)inline_bytes_) {
+      uint8_t* dst = &record[inline_at + inline_used];
+      if (bytes) std::memcpy(dst, hit.second->input.data, bytes);
+      if (r.prescale != 1.0) hvd::scale(r.dtype, dst, bytes / hvd::dtype_size(r.dtype), r.prescale);
+      SetBit(&record[kBitmapsAt + bitmap], hit.first);
+      inline_used += bytes;
     }
   }
-  if (!control[kFlagNeedCoordinator]) return Status::Ok();
+  out->records.resize(record_size * (size_t)n);
+  Status st = ps.comm->Allgatherv(record.data(), out->records.data(), std::vector<size_t>(n, record_size),
+                                  HVD_DTYPE_UINT8);
+  if (!st.ok()) return st;
 
-  // Step 2: gather requests, let the coordinator decide, broadcast its response list.
+  auto rec = [&](int32_t r) { return &out->records[(size_t)r * record_size]; };
+  bool need_coordinator = false;
+  std::vector<bool> joined(n);
+  for (int32_t r = 0; r < n; ++r) {
+    uint8_t flags = rec(r)[kFlagsAt];
+    if (flags & kShutdown) out->shutdown = true;
+    need_coordinator = need_coordinator || (flags & kNeedCoordinator);
+    joined[r] = flags & kJoined;
+  }
+  if (out->shutdown) return Status::Ok();
+
+  // Ready: someone has it and every member has it or has joined. Inline: every member that has
+  // it sent its data; each member's inline data is packed in slot order.
+  std::vector<size_t> inline_offset(n, 0);
+  for (int32_t s = 0; s < slots; ++s) {
+    bool someone = false, everyone = true, all_inline = true;
+    for (int32_t r = 0; r < n; ++r) {
+      bool has = GetBit(rec(r) + kBitmapsAt, s);
+      someone = someone || has;
+      everyone = everyone && (has || joined[r]);
+      all_inline = all_inline && (joined[r] || GetBit(rec(r) + kBitmapsAt + bitmap, s));
+    }
+    const Response& r = ps.cache.Get(s);
+    InlineReduction reduction;
+    if (someone && everyone && all_inline) reduction.parts.resize(n, nullptr);
+    for (int32_t m = 0; m < n; ++m) {
+      if (!GetBit(rec(m) + kBitmapsAt + bitmap, s)) continue;
+      if (!reduction.parts.empty()) reduction.parts[m] = rec(m) + inline_at + inline_offset[m];
+      inline_offset[m] += ResponseBytes(r);
+    }
+    if (!someone || !everyone) continue;
+    ps.cache.Touch(s);
+    ++stats->cache_hits;
+    if (!reduction.parts.empty()) {
+      reduction.response = r;
+      out->inline_reductions.push_back(std::move(reduction));
+      ++stats->inline_reductions;
+    } else {
+      out->responses.push_back(r);
+    }
+  }
+  if (!need_coordinator) return Status::Ok();
+
   ++stats->coordinator_rounds;
   std::vector<size_t> counts(n);
-  size_t total = 0;
   for (int32_t r = 0; r < n; ++r) {
     uint32_t len;
-    std::memcpy(&len, &control[lengths_at + 4 * (size_t)r], 4);
+    std::memcpy(&len, rec(r) + kRequestLenAt, 4);
     counts[r] = len;
-    total += len;
   }
+  return Coordinate(ps, encoded, counts, stall_error, now, out);
+}
+
+// Step 2: gather requests, let the coordinator decide, broadcast its response list.
+Status Controller::Coordinate(ProcessSet& ps, const std::vector<uint8_t>& encoded, const std::vector<size_t>& counts,
+                              const std::string& stall_error, int64_t now, CycleResult* out) {
+  const int32_t n = ps.size();
+  size_t total = 0;
+  for (size_t c : counts) total += c;
   std::vector<uint8_t> gathered(total);
-  st = ps.comm->Allgatherv(encoded.data(), gathered.data(), counts, HVD_DTYPE_UINT8);
+  Status st = ps.comm->Allgatherv(encoded.data(), gathered.data(), counts, HVD_DTYPE_UINT8);
   if (!st.ok()) return st;
 
   std::vector<uint8_t> reply;
-  if (coordinator) {
+  if (ps.my_rank == 0) {
     ResponseList list;
     size_t offset = 0;
     for (int32_t r = 0; r < n; ++r) {

@@ -1,9 +1,11 @@
 // Negotiation for one process set, run once per cycle by every member.
 //
-// Step 1, always: one allreduce (MAX over bytes) of a small control vector carrying the shutdown
-// flag, whether anyone needs the coordinator, each member's message length, and two bytes per
-// cache slot ("someone is not ready", "someone has it"). Tensors whose slot everybody has are
-// ready with no further communication: that is the whole negotiation for tensors seen before.
+// Step 1, always: one allgather of a fixed-size record per member: flags (shutdown, needs the
+// coordinator, joined), the length of its new requests, one bit per cache slot it has ready, and
+// the data of its small ready allreduces inline. A cached tensor every member has is ready with no
+// further communication; if every member also sent its data inline, the reduction is computed
+// locally from the gathered records (in rank order, so bit-identical everywhere) and the op costs
+// this one collective in total.
 // Step 2, only when needed: the members' new requests are gathered, the coordinator decides and
 // broadcasts an ordered response list (with cache erasures and, on a stall, a shutdown error).
 #pragma once
@@ -18,8 +20,16 @@
 
 namespace hvdcore {
 
+// An allreduce completed inside step 1: every member's (prescaled) contribution, in rank order.
+struct InlineReduction {
+  Response response;
+  std::vector<const uint8_t*> parts;  // nullptr for members that joined (identity contribution)
+};
+
 struct CycleResult {
   std::vector<Response> responses;  // ordered, one tensor each; fusion happens when executing
+  std::vector<InlineReduction> inline_reductions;
+  std::vector<uint8_t> records;  // step 1's gathered records, which the inline parts point into
   bool shutdown = false;
   std::string shutdown_error;
 };
@@ -27,17 +37,21 @@ struct CycleResult {
 struct NegotiationStats {
   std::atomic<uint64_t> cycles{0};
   std::atomic<uint64_t> coordinator_rounds{0};  // cycles that needed step 2
-  std::atomic<uint64_t> cache_hits{0};          // tensors negotiated by the bit-vector alone
+  std::atomic<uint64_t> cache_hits{0};          // tensors negotiated by the cache bits alone
+  std::atomic<uint64_t> inline_reductions{0};   // of those, reduced from the inline data
 };
 
 class Controller {
  public:
-  explicit Controller(const Logger& log) : log_(log) {}
+  Controller(const Logger& log, int64_t inline_bytes) : log_(log), inline_bytes_(inline_bytes) {}
   Status RunCycle(ProcessSet& ps, bool want_shutdown, CycleResult* out, NegotiationStats* stats);
 
  private:
   Request MakeRequest(const ProcessSet& ps, const TensorEntry& e, bool invalidate) const;
+  Status Coordinate(ProcessSet& ps, const std::vector<uint8_t>& encoded, const std::vector<size_t>& counts,
+                    const std::string& stall_error, int64_t now, CycleResult* out);
   const Logger& log_;
+  int64_t inline_bytes_;
 };
 
 }  // namespace hvdcore

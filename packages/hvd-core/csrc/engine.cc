@@ -13,7 +13,7 @@ Engine::Engine(EngineConfig config, std::shared_ptr<Backend> backend, std::share
       backend_(std::move(backend)),
       store_(std::move(store)),
       stall_settings_(config_.stall_check_enabled, config_.stall_check_s, config_.stall_shutdown_s),
-      controller_(log_),
+      controller_(log_, config_.inline_bytes),
       executor_(log_, timeline_, config_.fusion_threshold, execution_stats_,
                 [this](ProcessSet& ps, std::unique_ptr<TensorEntry> e, Status s) {
                   Complete(ps, std::move(e), std::move(s));
@@ -42,18 +42,20 @@ Status Engine::Connect(ProcessSet& ps) {
 Status Engine::CheckConfigAgreement() {
   ProcessSet& global = *sets_.at(0);
   int32_t n = global.size();
-  int64_t mine[3] = {config_.cache_capacity, config_.dynamic_process_sets ? 1 : 0,
-                     (int64_t)config_.process_sets.size()};
-  std::vector<int64_t> all(3 * (size_t)n);
-  Status st = global.comm->Allgatherv(mine, all.data(), std::vector<size_t>(n, 3), HVD_DTYPE_INT64);
+  constexpr int kCount = 4;
+  int64_t mine[kCount] = {config_.cache_capacity, config_.inline_bytes, config_.dynamic_process_sets ? 1 : 0,
+                          (int64_t)config_.process_sets.size()};
+  std::vector<int64_t> all(kCount * (size_t)n);
+  Status st = global.comm->Allgatherv(mine, all.data(), std::vector<size_t>(n, kCount), HVD_DTYPE_INT64);
   if (!st.ok()) return st;
-  const char* names[3] = {"HOROVOD_CACHE_CAPACITY", "HOROVOD_DYNAMIC_PROCESS_SETS", "the number of process sets"};
-  for (int k = 0; k < 3; ++k) {
+  const char* names[kCount] = {"HOROVOD_CACHE_CAPACITY", "HOROVOD_NEGOTIATION_INLINE_BYTES",
+                               "HOROVOD_DYNAMIC_PROCESS_SETS", "the number of process sets"};
+  for (int k = 0; k < kCount; ++k) {
     for (int32_t r = 0; r < n; ++r) {
-      if (all[3 * r + k] != all[k]) {
+      if (all[kCount * r + k] != all[k]) {
         return Status::InvalidArgument(std::string(names[k]) + " differs between ranks: rank 0 has " +
                                        std::to_string(all[k]) + ", rank " + std::to_string(r) + " has " +
-                                       std::to_string(all[3 * r + k]) + "; every rank must use the same setting");
+                                       std::to_string(all[kCount * r + k]) + "; every rank must use the same setting");
       }
     }
   }
@@ -296,6 +298,7 @@ Status Engine::RunSet(ProcessSet& ps, bool want_shutdown, bool* stop) {
     *stop = true;
     return result.shutdown_error.empty() ? Status::Ok() : Status::Aborted(result.shutdown_error);
   }
+  executor_.ExecuteInline(ps, result.inline_reductions);
   // Process-set changes run on the engine; everything else, in runs, on the executor.
   std::vector<Response> run;
   for (Response& r : result.responses) {

@@ -31,6 +31,7 @@ struct EngineConfig {
   int64_t fusion_threshold = 128ll * 1024 * 1024;
   double cycle_time_ms = 1.0;
   int32_t cache_capacity = 1024;
+  int64_t inline_bytes = 1024;  // per member and cycle: small cached allreduces travel with negotiation
   bool stall_check_enabled = true;
   double stall_check_s = 60.0;
   double stall_shutdown_s = 0.0;

@@ -96,6 +96,41 @@ Status Executor::Execute(ProcessSet& ps, const std::vector<Response>& responses)
   return failure;
 }
 
+void Executor::ExecuteInline(ProcessSet& ps, const std::vector<InlineReduction>& reductions) {
+  for (const InlineReduction& red : reductions) {
+    const Response& r = red.response;
+    auto it = ps.pending.find(r.names[0]);
+    if (it == ps.pending.end()) continue;  // this rank joined: its identity contribution changes nothing
+    std::unique_ptr<TensorEntry> e = std::move(it->second);
+    ps.pending.erase(it);
+    if (timeline_.active()) {
+      timeline_.End(e->name);
+      timeline_.Begin(e->name, "ALLREDUCE_INLINE");
+    }
+    const size_t count = (size_t)Elements(r.shapes[0]), bytes = count * hvd::dtype_size(r.dtype);
+    // Every member reduces the same gathered bytes in rank order: results are bit-identical.
+    uint8_t* out = (uint8_t*)e->output.data;
+    bool first = true;
+    for (const uint8_t* part : red.parts) {
+      if (!part) continue;
+      if (first) {
+        if (bytes) std::memcpy(out, part, bytes);
+        first = false;
+      } else {
+        hvd::reduce_into(r.dtype, BackendReduceOp(r.op), out, part, count);
+      }
+    }
+    Scale(r.dtype, out, count, EffectivePostscale(r, ps.size()));
+    ++stats_.tensors;
+    if (timeline_.active()) timeline_.End(e->name);
+    complete_(ps, std::move(e), Status::Ok());
+  }
+  std::vector<std::string> still;
+  for (const std::string& name : ps.arrival)
+    if (ps.pending.count(name)) still.push_back(name);
+  ps.arrival.swap(still);
+}
+
 Status Executor::Run(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries) {
   if (r.kind == Response::Kind::kError) return Status::Ok();  // completed with the error by the caller
   TensorEntry* e = entries[0].get();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "logging.h"
+#include "controller.h"
 #include "process_set.h"
 #include "timeline.h"
 
@@ -32,6 +33,8 @@ class Executor {
   // Executes the cycle's responses for `ps` in order. A non-OK status is a communication failure:
   // the engine must stop (the entries involved have already been failed with it).
   Status Execute(ProcessSet& ps, const std::vector<Response>& responses);
+  // Completes allreduces whose data arrived inline with negotiation (no backend call).
+  void ExecuteInline(ProcessSet& ps, const std::vector<InlineReduction>& reductions);
 
  private:
   // Consecutive allreduces that may share one fusion buffer become one response.

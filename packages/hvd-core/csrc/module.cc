@@ -226,6 +226,7 @@ NB_MODULE(_core, m) {
       .def_rw("fusion_threshold", &EngineConfig::fusion_threshold)
       .def_rw("cycle_time_ms", &EngineConfig::cycle_time_ms)
       .def_rw("cache_capacity", &EngineConfig::cache_capacity)
+      .def_rw("inline_bytes", &EngineConfig::inline_bytes)
       .def_rw("stall_check_enabled", &EngineConfig::stall_check_enabled)
       .def_rw("stall_check_s", &EngineConfig::stall_check_s)
       .def_rw("stall_shutdown_s", &EngineConfig::stall_shutdown_s)
@@ -310,6 +311,7 @@ NB_MODULE(_core, m) {
         d["cycles"] = n.cycles.load();
         d["coordinator_rounds"] = n.coordinator_rounds.load();
         d["cache_hits"] = n.cache_hits.load();
+        d["inline_reductions"] = n.inline_reductions.load();
         d["tensors"] = x.tensors.load();
         d["fused_batches"] = x.fused_batches.load();
         nb::dict calls;

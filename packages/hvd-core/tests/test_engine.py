@@ -291,3 +291,32 @@ def test_in_place_allreduce_and_broadcast_write_into_the_input() -> None:
         return results
 
     assert run_cluster(case, 2) == [[[1.0, 2.0, 3.0, 4.0]]] * 2
+
+
+def test_small_repeated_allreduces_complete_inside_negotiation() -> None:
+    def case() -> dict:
+        hvd.init()
+        rank, n = hvd.rank(), hvd.size()
+        for step in range(5):
+            small = hvd.allreduce(np.full(4, rank + step, np.float32), name="small", op=hvd.Average,
+                                  prescale_factor=2.0, postscale_factor=3.0)
+            expected = 3.0 * sum(2.0 * (r + step) for r in range(n)) / n
+            assert np.allclose(small, expected), (step, small, expected)
+            big = hvd.allreduce(np.ones(4096, np.float32), name="big", op=hvd.Sum)  # 16 KiB: too big to inline
+            assert big[0] == n
+        return _stats()
+
+    for stats in run_cluster(case, 3):
+        # The first round of each name goes through the coordinator; the other four of "small" inline.
+        assert stats["inline_reductions"] == 4, stats
+        assert stats["backend_calls"]["allreduce"] == 5 + 1, stats  # "big" every time, "small" once
+
+
+def test_inline_negotiation_can_be_disabled() -> None:
+    def case() -> int:
+        hvd.init()
+        for _ in range(3):
+            hvd.allreduce(np.ones(2), name="small")
+        return _stats()["inline_reductions"]
+
+    assert run_cluster(case, 2, env={"HOROVOD_NEGOTIATION_INLINE_BYTES": "0"}) == [0, 0]

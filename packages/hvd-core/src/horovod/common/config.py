@@ -117,6 +117,8 @@ def engine_config(core: Any, env: Mapping[str, str], *, rank: int, size: int, ke
     config.fusion_threshold = _int(env, "HOROVOD_FUSION_THRESHOLD", 128 * 1024 * 1024, minimum=0)
     config.cycle_time_ms = _float(env, "HOROVOD_CYCLE_TIME", 1.0)
     config.cache_capacity = _int(env, "HOROVOD_CACHE_CAPACITY", 1024, minimum=0)
+    # hvd's own knob: bytes of small cached allreduces each rank sends inside negotiation (0: never).
+    config.inline_bytes = _int(env, "HOROVOD_NEGOTIATION_INLINE_BYTES", 1024, minimum=0)
     config.stall_check_enabled = not _bool(env, "HOROVOD_STALL_CHECK_DISABLE")
     config.stall_check_s = _float(env, "HOROVOD_STALL_CHECK_TIME_SECONDS", 60.0)
     config.stall_shutdown_s = _float(env, "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", 0.0)
