@@ -6,6 +6,7 @@ threads of one process: each thread then has its own launch description and cont
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 from typing import Any, Sequence
@@ -63,7 +64,9 @@ def init(comm: Sequence[int] | Any | None = None, process_sets: Sequence[Any] | 
     from horovod.common.plugins import get_plugin_manager
 
     slot = _slot()
-    with _init_lock if slot is _process_slot else _NoLock():
+    # The process-wide slot is guarded against concurrent init() calls; test-kit threads must not
+    # share a lock, since starting an engine waits for every rank to connect.
+    with _init_lock if slot is _process_slot else contextlib.nullcontext():
         if slot.context is not None and slot.context.engine.running:
             return
         if slot.context is not None:  # stopped after a failure: release it before starting again
@@ -91,14 +94,6 @@ def init(comm: Sequence[int] | Any | None = None, process_sets: Sequence[Any] | 
             ps.process_set_id = ps_id
         slot.context = Context(engine, topology, spec.name, job)
     plugins.after_init(topology.rank, topology.size, spec.name)
-
-
-class _NoLock:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _world(job: Topology, comm: Any) -> tuple[Topology, str]:
@@ -270,5 +265,5 @@ def gloo_enabled() -> bool:
 
 def mpi_threads_supported() -> bool:
     """Whether MPI was initialised with MPI_THREAD_MULTIPLE (False when MPI is not the backend)."""
-    context()
-    return mpi_enabled() and getattr(context().engine, "mpi_threads_supported", False)
+    engine = context().engine
+    return mpi_enabled() and bool(getattr(engine, "mpi_threads_supported", False))
