@@ -337,11 +337,18 @@ def case_call_time_errors() -> None:
     _expect_error(ValueError, ("at least one dimension",), lambda: hvd.allgather(np.float32(1)))
     _expect_error(ValueError, ("complex128", "not supported"), lambda: hvd.allreduce(np.ones(2, np.complex128)))
     _expect_error(ValueError, ("reducescatter supports",), lambda: hvd.reducescatter(np.ones((n, 1)), op=hvd.Max))
-    # A name still in flight cannot be reused.
-    first = hvd.allreduce_async(np.ones(1), name="dup")
-    _expect_error(ValueError, ("'dup'", "already in progress"), lambda: hvd.allreduce_async(np.ones(1), name="dup"))
-    hvd.synchronize(first)
-    hvd.synchronize(hvd.allreduce_async(np.ones(1), name="dup"))  # free again once completed
+    # A name still in flight cannot be reused. Rank 0's op cannot complete before the others
+    # submit it, which they do only after the barrier that rank 0 enters after the check.
+    if n > 1:
+        if hvd.rank() == 0:
+            first = hvd.allreduce_async(np.ones(1), name="dup")
+            _expect_error(ValueError, ("'dup'", "already in progress"), lambda: hvd.allreduce_async(np.ones(1), name="dup"))
+            hvd.barrier()
+            hvd.synchronize(first)
+        else:
+            hvd.barrier()
+            hvd.allreduce(np.ones(1), name="dup")
+        hvd.allreduce(np.ones(1), name="dup")  # free again once completed
 
 
 def case_fusion_results(names: int) -> list:
