@@ -91,16 +91,18 @@ def build_wheels(session: nox.Session, names: list[str]) -> None:
         session.install("--no-deps", "--no-index", "--find-links", str(WHEELHOUSE), "--force-reinstall", name)
 
 
-def install_local(session: nox.Session, name: str, extras: tuple[str, ...] = ("test",)) -> None:
-    """Installs `name` and its hvd dependencies from the wheelhouse, third-party ones from the index."""
-    closure = _local_closure(name)
+def install_local(session: nox.Session, *names: str, extras: tuple[str, ...] = ("test",)) -> None:
+    """Installs `names` and their hvd dependencies from the wheelhouse, third-party ones from the index."""
+    closure: list[str] = []
+    for name in names:
+        closure += [pkg for pkg in _local_closure(name) if pkg not in closure]
     session.install(*BUILD_TOOLS)
     build_wheels(session, closure)
     third_party = []
     for pkg in closure:
         project = _project(PACKAGES[pkg])
         requirements = list(project.get("dependencies", []))
-        if pkg == name:
+        if pkg in names:
             for extra in extras:
                 requirements += project.get("optional-dependencies", {}).get(extra, [])
         third_party += [r for r in requirements if _requirement_name(r) not in PACKAGES]
@@ -119,6 +121,15 @@ def _make_test_session(name: str) -> None:
 
 for _name in PACKAGES:
     _make_test_session(_name)
+
+
+@nox.session(python="3.11", default=False)
+def bench(session: nox.Session) -> None:
+    """Benchmarks (hvd beside torch.distributed): one table, also written to BENCHMARKS.tables.md."""
+    install_local(session, "hvd-torch", "hvd-backend-gloo", "hvd-runner", extras=())
+    session.install("torch==2.13.0")  # the CPU build on this machine's disk; an unpinned torch is CUDA
+    session.chdir(ROOT / "benchmarks")
+    session.run("python", "run_all.py", "--markdown", str(ROOT / "BENCHMARKS.tables.md"), *session.posargs)
 
 
 @nox.session(python="3.11", default=False)

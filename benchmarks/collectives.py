@@ -1,0 +1,158 @@
+"""Collective benchmarks: hvd (horovod.torch) beside torch.distributed (gloo) in the same processes.
+
+Run under the launcher, e.g. ``horovodrun -np 2 python benchmarks/collectives.py --out r.json``.
+Every rank initialises both hvd and torch.distributed (gloo, on loopback) and the two are measured
+alternately, so they see the same machine state. Rank 0 writes the results as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import torch
+import torch.distributed as dist
+
+import horovod.torch as hvd
+from stats import load_average, measure
+
+MiB = 1024 * 1024
+
+
+def busbw_factor(op: str, n: int) -> float:
+    """Bus bandwidth / algorithm bandwidth, as nccl-tests defines it."""
+    return 2 * (n - 1) / n if op == "allreduce" else (n - 1) / n if op != "broadcast" else 1.0
+
+
+def hvd_op(op: str, tensor: torch.Tensor, name: str):
+    if op == "allreduce":
+        return lambda: hvd.allreduce_(tensor, name=name, op=hvd.Sum)
+    if op == "allgather":
+        return lambda: hvd.allgather(tensor, name=name)
+    if op == "broadcast":
+        return lambda: hvd.broadcast_(tensor, root_rank=0, name=name)
+    if op == "reducescatter":
+        return lambda: hvd.reducescatter(tensor, name=name, op=hvd.Sum)
+    if op == "alltoall":
+        return lambda: hvd.alltoall(tensor, name=name)
+    raise ValueError(op)
+
+
+def torch_op(op: str, tensor: torch.Tensor, n: int):
+    if op == "allreduce":
+        return lambda: dist.all_reduce(tensor)
+    if op == "allgather":
+        outputs = [torch.empty_like(tensor) for _ in range(n)]
+        return lambda: dist.all_gather(outputs, tensor)
+    if op == "broadcast":
+        return lambda: dist.broadcast(tensor, src=0)
+    if op == "reducescatter":
+        # torch's gloo backend has no reduce_scatter: the usual substitute is allreduce + slice.
+        return lambda: dist.all_reduce(tensor)
+    if op == "alltoall":
+        out = torch.empty_like(tensor)
+        return lambda: dist.all_to_all_single(out, tensor)
+    raise ValueError(op)
+
+
+def sweep(results: list, op: str, sizes: list[int], n: int, repeats: int) -> None:
+    for size in sizes:
+        elements = max(1, size // 4)
+        elements -= elements % n if op in ("reducescatter", "alltoall") and elements >= n else 0
+        t_hvd = torch.ones(elements, dtype=torch.float32)
+        t_torch = torch.ones(elements, dtype=torch.float32)
+        inner = 20 if size <= 64 * 1024 else 3 if size <= 16 * MiB else 1
+        hvd_stats = measure(hvd_op(op, t_hvd, f"bench.{op}.{size}"), repeats=repeats, inner=inner)
+        torch_stats = measure(torch_op(op, t_torch, n), repeats=repeats, inner=inner)
+        nbytes = elements * 4
+        results.append(
+            {
+                "bench": op,
+                "bytes": nbytes,
+                "hvd": hvd_stats,
+                "torch": torch_stats,
+                "busbw_factor": busbw_factor(op, n),
+                "load": load_average(),
+            }
+        )
+
+
+def fusion_round(results: list, n: int, repeats: int) -> None:
+    """200 tensors of 1,024 float32, submitted asynchronously then synchronized."""
+    tensors = [torch.ones(1024) for _ in range(200)]
+
+    def hvd_round() -> None:
+        handles = [hvd.allreduce_async_(t, name=f"fusion.{i}", op=hvd.Sum) for i, t in enumerate(tensors)]
+        for h in handles:
+            hvd.synchronize(h)
+
+    def torch_one_by_one() -> None:
+        for t in tensors:
+            dist.all_reduce(t)
+
+    def torch_async() -> None:
+        for work in [dist.all_reduce(t, async_op=True) for t in tensors]:
+            work.wait()
+
+    flat = torch.ones(200 * 1024)
+
+    def torch_floor() -> None:
+        dist.all_reduce(flat)
+
+    results.append(
+        {
+            "bench": "fusion",
+            "hvd": measure(hvd_round, repeats=repeats),
+            "torch_one_by_one": measure(torch_one_by_one, repeats=repeats),
+            "torch_async": measure(torch_async, repeats=repeats),
+            "floor": measure(torch_floor, repeats=repeats, inner=5),
+            "load": load_average(),
+        }
+    )
+
+
+def latency(results: list, repeats: int) -> None:
+    small_hvd, small_torch = torch.ones(1), torch.ones(1)
+    results.append(
+        {
+            "bench": "latency",
+            "bytes": 4,
+            "hvd": measure(lambda: hvd.allreduce_(small_hvd, name="latency", op=hvd.Sum), repeats=repeats, inner=200),
+            "torch": measure(lambda: dist.all_reduce(small_torch), repeats=repeats, inner=200),
+            "load": load_average(),
+        }
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--max-bytes", type=int, default=256 * MiB)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    hvd.init()
+    n, rank = hvd.size(), hvd.rank()
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{os.environ['HVD_BENCH_TORCH_PORT']}",
+        rank=rank,
+        world_size=n,
+    )
+    results: list = []
+    sizes = [4 * 4**k for k in range(14) if 4 * 4**k <= args.max_bytes]  # 4 B .. 256 MiB
+    sweep(results, "allreduce", sizes, n, args.repeats)
+    for op in ("allgather", "broadcast", "reducescatter", "alltoall"):
+        sweep(results, op, [4 * 1024, MiB, 64 * MiB], n, args.repeats)
+    latency(results, args.repeats)
+    fusion_round(results, n, args.repeats)
+    if rank == 0:
+        with open(args.out, "w") as f:
+            json.dump({"ranks": n, "results": results}, f)
+    dist.destroy_process_group()
+    hvd.shutdown()
+
+
+if __name__ == "__main__":
+    main()

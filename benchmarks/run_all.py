@@ -1,0 +1,163 @@
+"""Runs every benchmark through horovodrun and prints one table (markdown), with the machine's load.
+
+    python benchmarks/run_all.py [--np 2] [--markdown BENCHMARKS.md]
+
+Each figure is a median of repeated runs after warm-up, shown with its spread; every hvd figure
+has its torch.distributed (gloo) counterpart from the same processes, and the ratio is what counts
+on this noisy machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from stats import fmt_time, human_bytes, load_average
+
+HERE = Path(__file__).resolve().parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def horovodrun(np: int, script: str, *args: str, timeout: int = 1800) -> None:
+    env = {**os.environ, "HVD_BENCH_TORCH_PORT": str(free_port()), "OMP_NUM_THREADS": "1"}
+    cmd = ["horovodrun", "-np", str(np), "-H", f"localhost:{np}", sys.executable, str(HERE / script), *args]
+    subprocess.run(cmd, check=True, env=env, cwd=HERE, timeout=timeout)
+
+
+def spread(s: dict) -> str:
+    return f"{fmt_time(s['median'])} [{fmt_time(s['min'])}..{fmt_time(s['max'])}]"
+
+
+def collectives_table(data: dict) -> list[str]:
+    n = data["ranks"]
+    rows = [
+        f"### Collectives, {n} ranks (float32; time per op: median [min..max] of {data['results'][0]['hvd']['n']} runs)",
+        "",
+        "| op | size | hvd time | torch.distributed time | hvd busbw | torch busbw | hvd/torch busbw | load 1m/5m |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in data["results"]:
+        if r["bench"] not in ("allreduce", "allgather", "broadcast", "reducescatter", "alltoall"):
+            continue
+        algbw = lambda s: r["bytes"] / s["median"]  # noqa: E731
+        bus_h, bus_t = algbw(r["hvd"]) * r["busbw_factor"], algbw(r["torch"]) * r["busbw_factor"]
+        rows.append(
+            f"| {r['bench']} | {human_bytes(r['bytes'])} | {spread(r['hvd'])} | {spread(r['torch'])} | "
+            f"{bus_h / 1e9:.3f} GB/s | {bus_t / 1e9:.3f} GB/s | {bus_h / bus_t:.2f} | {r['load']} |"
+        )
+    for r in data["results"]:
+        if r["bench"] == "latency":
+            rows += [
+                "",
+                "### Small-op latency (4-byte allreduce, one at a time)",
+                "",
+                "| hvd | torch.distributed | hvd/torch | load |",
+                "|---|---|---|---|",
+                f"| {spread(r['hvd'])} | {spread(r['torch'])} | {r['hvd']['median'] / r['torch']['median']:.2f} | {r['load']} |",
+            ]
+        if r["bench"] == "fusion":
+            floor = r["floor"]["median"]
+            rows += [
+                "",
+                "### Fusion: 200 tensors of 1,024 float32 per round",
+                "",
+                "| hvd (async, fused) | torch one by one | torch async | floor: one all_reduce of all 200 | hvd/floor | torch one-by-one/hvd | load |",
+                "|---|---|---|---|---|---|---|",
+                f"| {spread(r['hvd'])} | {spread(r['torch_one_by_one'])} | {spread(r['torch_async'])} | {spread(r['floor'])} | "
+                f"{r['hvd']['median'] / floor:.2f} | {r['torch_one_by_one']['median'] / r['hvd']['median']:.1f} | {r['load']} |",
+            ]
+    return rows
+
+
+def training_table(single: dict, multi: dict) -> list[str]:
+    n = multi["ranks"]
+    rows = [
+        f"### Synthetic training (batch 32 per rank, 1 intra-op thread per rank), images/s",
+        "",
+        f"| model | framework | 1 rank | {n} ranks total | scaling efficiency | vs DDP ({n} ranks) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for model in ("cnn", "mlp"):
+        for fw in ("hvd", "ddp"):
+            one = single["results"][f"{model}.{fw}"]["total"]
+            many = multi["results"][f"{model}.{fw}"]["total"]
+            ddp = multi["results"][f"{model}.ddp"]["total"]
+            rows.append(
+                f"| {model} | {fw} | {one:.1f} | {many:.1f} | {many / (n * one):.0%} | {many / ddp:.2f} |"
+            )
+    return rows
+
+
+def startup_table(np: int, repeats: int = 5) -> list[str]:
+    code = "import horovod.torch as hvd; hvd.init(); hvd.shutdown()"
+
+    def launcher() -> float:
+        start = time.perf_counter()
+        subprocess.run(["horovodrun", "-np", str(np), "-H", f"localhost:{np}", sys.executable, "-c", code],
+                       check=True, capture_output=True, timeout=300)
+        return time.perf_counter() - start
+
+    def bare() -> float:
+        start = time.perf_counter()
+        procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(np)]
+        for p in procs:
+            assert p.wait(timeout=300) == 0
+        return time.perf_counter() - start
+
+    with_launcher = statistics.median(launcher() for _ in range(repeats))
+    without = statistics.median(bare() for _ in range(repeats))
+    return [
+        f"### Start-up ({np} ranks, median of {repeats})",
+        "",
+        "| horovodrun + init | the same processes, no launcher | launcher overhead | load |",
+        "|---|---|---|---|",
+        f"| {with_launcher:.2f} s | {without:.2f} s | {with_launcher - without:.2f} s | {load_average()} |",
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--np", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--markdown", help="also write the tables to this file")
+    parser.add_argument("--only", choices=["collectives", "training", "startup"], action="append")
+    args = parser.parse_args()
+    only = set(args.only or ["collectives", "training", "startup"])
+    lines = [
+        f"Machine: {os.cpu_count()} cores, load average at start {load_average()}; "
+        f"command: `python benchmarks/run_all.py --np {args.np}`",
+        "",
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        if "collectives" in only:
+            out = Path(tmp) / "collectives.json"
+            horovodrun(args.np, "collectives.py", "--out", str(out), "--repeats", str(args.repeats))
+            lines += collectives_table(json.loads(out.read_text())) + [""]
+        if "training" in only:
+            one, many = Path(tmp) / "train1.json", Path(tmp) / "trainN.json"
+            horovodrun(1, "training.py", "--out", str(one))
+            horovodrun(args.np, "training.py", "--out", str(many))
+            lines += training_table(json.loads(one.read_text()), json.loads(many.read_text())) + [""]
+        if "startup" in only:
+            lines += startup_table(args.np) + [""]
+    text = "\n".join(lines)
+    print(text)
+    if args.markdown:
+        Path(args.markdown).write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

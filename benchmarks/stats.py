@@ -1,0 +1,42 @@
+"""Timing helpers shared by the benchmarks: repetitions, medians, spread, machine load."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from typing import Callable
+
+
+def measure(fn: Callable[[], None], *, warmup: int = 3, repeats: int = 7, inner: int = 1) -> dict:
+    """Median and spread (min, max) of `repeats` timings of `inner` calls, after `warmup` calls."""
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        samples.append((time.perf_counter() - start) / inner)
+    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples), "n": repeats}
+
+
+def load_average() -> str:
+    one, five, _ = os.getloadavg()
+    return f"{one:.2f}/{five:.2f}"
+
+
+def human_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:g} {unit}" if unit == "B" else f"{n:g} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def fmt_time(seconds: float) -> str:
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} us"
+    if seconds < 1:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds:.2f} s"

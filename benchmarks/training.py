@@ -1,0 +1,106 @@
+"""Synthetic training throughput: hvd's DistributedOptimizer beside torch DDP, same model and data.
+
+Run under the launcher with 1 and with N ranks; rank 0 writes images/s (per rank and total) for
+each model to --out. Batch 32, one intra-op thread per rank.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+import horovod.torch as hvd
+
+
+class SmallCNN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 32, 3, padding=1)
+        self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
+        self.fc1 = nn.Linear(64 * 8 * 8, 256)
+        self.fc2 = nn.Linear(256, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+
+
+def mlp() -> nn.Module:
+    return nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10))
+
+
+MODELS = {"cnn": SmallCNN, "mlp": mlp}
+
+
+def images_per_second(step, batch: int, warmup: int, iters: int, batches_per_iter: int) -> float:
+    for _ in range(warmup):
+        step()
+    rates = []
+    for _ in range(iters):
+        start = time.perf_counter()
+        for _ in range(batches_per_iter):
+            step()
+        rates.append(batch * batches_per_iter / (time.perf_counter() - start))
+    return statistics.median(rates)
+
+
+def run(model_name: str, framework: str, args) -> float:
+    torch.manual_seed(0)
+    model = MODELS[model_name]()
+    data = torch.randn(args.batch_size, 3, 32, 32)
+    target = torch.randint(0, 10, (args.batch_size,))
+    if framework == "hvd":
+        optimizer = hvd.DistributedOptimizer(
+            torch.optim.SGD(model.parameters(), lr=0.01), named_parameters=model.named_parameters()
+        )
+        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        net = model
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        net = nn.parallel.DistributedDataParallel(model)
+
+    def step() -> None:
+        optimizer.zero_grad()
+        F.cross_entropy(net(data), target).backward()
+        optimizer.step()
+
+    return images_per_second(step, args.batch_size, args.warmup, args.iters, args.batches_per_iter)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--iters", type=int, default=7)
+    parser.add_argument("--batches-per-iter", type=int, default=5)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    hvd.init()
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{os.environ['HVD_BENCH_TORCH_PORT']}", rank=hvd.rank(), world_size=hvd.size()
+    )
+    results = {}
+    for model_name in MODELS:
+        for framework in ("hvd", "ddp"):
+            rate = run(model_name, framework, args)
+            rates = hvd.allgather(torch.tensor([rate]), name=f"rates.{model_name}.{framework}")
+            results[f"{model_name}.{framework}"] = {"per_rank": rates.tolist(), "total": float(rates.sum())}
+    if hvd.rank() == 0:
+        with open(args.out, "w") as f:
+            json.dump({"ranks": hvd.size(), "results": results, "load": os.getloadavg()[:2]}, f)
+    dist.destroy_process_group()
+    hvd.shutdown()
+
+
+if __name__ == "__main__":
+    main()
