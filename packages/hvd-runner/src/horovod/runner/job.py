@@ -1,0 +1,136 @@
+"""One job, start to end: the rendezvous server, each rank's environment, the ranks themselves.
+
+Shared by ``horovodrun`` (:mod:`horovod.runner.launch`) and ``horovod.run`` (:mod:`horovod.runner.api`).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shlex
+import sys
+import time
+from typing import Callable, Mapping, Sequence, TextIO
+
+from horovod.runner import settings as settings_mod
+from horovod.runner import exit_report, worker_env
+from horovod.runner.local import LocalJob, Outcome, RankSpec, Report
+from horovod.runner.output import OutputRouter
+from horovod.runner.rendezvous import auth
+from horovod.runner.rendezvous.server import DEFAULT_MAX_VALUE_BYTES, RendezvousServer
+from horovod.runner.settings import JobSettings
+
+
+def _max_value_bytes(environ: Mapping[str, str]) -> int:
+    raw = environ.get(worker_env.RENDEZVOUS_MAX_VALUE_BYTES, "").strip()
+    if not raw:
+        return DEFAULT_MAX_VALUE_BYTES
+    if not raw.isdigit() or int(raw) < 1:
+        from horovod.runner.errors import UsageError
+
+        raise UsageError(f"{worker_env.RENDEZVOUS_MAX_VALUE_BYTES}={raw!r} is not a positive number of bytes")
+    return int(raw)
+
+
+def rank_environments(
+    settings: JobSettings, base: Mapping[str, str], *, job_key: str, addr: str, port: int, secret: bytes, max_value: int
+) -> list[dict[str, str]]:
+    """The full environment of each rank: ``base``, the job's settings, then the contract's variables."""
+    common = dict(base)
+    common.update(settings.env)
+    common.setdefault("PYTHONUNBUFFERED", "1")  # output reaches the launcher as it is printed
+    common[worker_env.JOB_KEY] = job_key
+    common[worker_env.RENDEZVOUS_ADDR] = addr
+    common[worker_env.RENDEZVOUS_PORT] = str(port)
+    common[worker_env.RENDEZVOUS_SECRET] = auth.encode_secret(secret)
+    common[worker_env.RENDEZVOUS_MAX_VALUE_BYTES] = str(max_value)
+    envs = []
+    for p in settings.placements:
+        env = dict(common)
+        env[worker_env.RANK] = str(p.rank)
+        env[worker_env.SIZE] = str(p.size)
+        env[worker_env.LOCAL_RANK] = str(p.local_rank)
+        env[worker_env.LOCAL_SIZE] = str(p.local_size)
+        env[worker_env.CROSS_RANK] = str(p.cross_rank)
+        env[worker_env.CROSS_SIZE] = str(p.cross_size)
+        env[worker_env.HOSTNAME] = p.hostname
+        envs.append(env)
+    return envs
+
+
+def run_job(
+    settings: JobSettings,
+    argv: Sequence[str],
+    *,
+    extra_env: Mapping[str, str] | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    log: Callable[[str], None],
+) -> Outcome:
+    """Runs ``argv`` as every rank of the job ``settings`` describes; returns how it ended."""
+    base = dict(os.environ)
+    base.update(extra_env or {})
+    max_value = _max_value_bytes(base)
+    secret = auth.new_secret()
+    job_key = "hvd-" + secrets.token_hex(8)
+    for note in settings.notes:
+        log(f"note: {note}")
+    reports: dict[int, Report] = {}
+    prefix = exit_report.key_prefix(job_key)
+
+    def on_set(key: str, value: bytes) -> None:
+        rank = key[len(prefix) :]
+        if key.startswith(prefix) and rank.isdigit():
+            reason, primary = exit_report.decode(value)
+            reports.setdefault(int(rank), Report(time.monotonic(), reason, primary))
+
+    with RendezvousServer(secret, host=settings.rendezvous_host, max_value_bytes=max_value) as server:
+        server.watch(on_set)
+        envs = rank_environments(
+            settings, base, job_key=job_key, addr=server.host, port=server.port, secret=secret, max_value=max_value
+        )
+        if settings.verbose:
+            log(f"rendezvous server listening on {server.host}:{server.port} (HMAC-authenticated)")
+            for line in settings_mod.describe(settings):
+                log(line)
+            given = {k: v for k, v in envs[0].items() if base.get(k) != v}  # what the launcher sets
+            log("environment given to the ranks (rank 0's shown for per-rank values):")
+            for key, value in sorted(worker_env.masked(given).items()):
+                log(f"  {key}={value}" + ("  (per rank)" if key in _PER_RANK else ""))
+            log(f"backend: {_backend_choice(envs[0])}")
+            log("command: " + shlex.join(argv))
+        ranks = [RankSpec(p, list(argv), env) for p, env in zip(settings.placements, envs, strict=True)]
+        output = OutputRouter(
+            stdout or sys.stdout,
+            stderr or sys.stderr,
+            size=settings.size,
+            prefix_timestamp=settings.prefix_timestamp,
+            output_dir=settings.output_filename,
+        )
+        job = LocalJob(ranks, output, log=log, start_timeout_s=settings.start_timeout_s, reports=reports)
+        return job.run()
+
+
+_PER_RANK = frozenset(
+    {
+        worker_env.RANK,
+        worker_env.LOCAL_RANK,
+        worker_env.LOCAL_SIZE,
+        worker_env.CROSS_RANK,
+        worker_env.CROSS_SIZE,
+        worker_env.HOSTNAME,
+    }
+)
+
+
+def _backend_choice(env: Mapping[str, str]) -> str:
+    """Which backend the ranks' hvd.init() will pick, for --verbose."""
+    for key in (worker_env.CPU_OPERATIONS, worker_env.CONTROLLER):
+        if env.get(key, "").strip():
+            return f"{env[key].strip().lower()} (from {key})"
+    from horovod.common.plugins import PluginError, get_plugin_manager
+
+    try:
+        return f"{get_plugin_manager().default_backend('cpu').name} (the installed default)"
+    except PluginError as error:
+        return f"none: {error}"

@@ -1,0 +1,100 @@
+"""``horovodrun``: the command-line launcher.
+
+Exit status: the first failing rank's exit code (128 + N when it was killed by signal N), 0 when
+every rank succeeded, 2 for bad usage (including features not supported yet), 130 / 143 / 129
+when interrupted by SIGINT / SIGTERM / SIGHUP (after stopping every rank).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from typing import Sequence
+
+from horovod.runner import cli
+from horovod.runner.errors import UsageError
+
+PROG = "horovodrun"
+
+
+class _Terminated(BaseException):
+    """SIGTERM or SIGHUP reached the launcher (raised in the main thread, like KeyboardInterrupt)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _log(message: str) -> None:
+    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise _Terminated(signum)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ns = cli.parse(argv)  # exits with status 2 on a malformed flag
+    if ns.log_level:
+        # The launcher's own logging too (the rendezvous server logs requests at DEBUG; never secrets).
+        levels = {"TRACE": logging.DEBUG, "FATAL": logging.CRITICAL}
+        logging.basicConfig(level=levels.get(ns.log_level, getattr(logging, ns.log_level)))
+    from horovod.common.plugins import PluginError
+
+    from horovod.runner import settings
+
+    try:
+        if ns.check_build:
+            from horovod.runner.check_build import check_build_text
+
+            sys.stdout.write(check_build_text())
+            return 0
+        if ns.list_plugins:
+            from horovod.runner.check_build import list_plugins_text
+
+            sys.stdout.write(list_plugins_text())
+            return 0
+        for warning in settings.apply_config_file(ns):
+            _log(f"warning: {warning}")
+        command = list(ns.command)
+        if command and command[0] == "--":
+            command = command[1:]
+        job_settings = settings.from_namespace(ns)
+        if not command:
+            raise UsageError(f"no command given: {PROG} -np N COMMAND [ARGS...]")
+    except UsageError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)
+        return 2
+    except PluginError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)
+        return 1
+
+    from horovod.runner.job import run_job
+    from horovod.runner.local import LaunchError
+
+    previous = {}
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        previous[signum] = signal.signal(signum, _raise_terminated)
+    try:
+        outcome = run_job(job_settings, command, log=_log)
+    except UsageError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)
+        return 2
+    except LaunchError as error:
+        _log(f"error: {error}")
+        return 127 if isinstance(error.__cause__, FileNotFoundError) else 1
+    except KeyboardInterrupt:
+        _log("interrupted (SIGINT): every rank was stopped")
+        return 128 + signal.SIGINT
+    except _Terminated as stop:
+        _log(f"terminated ({signal.Signals(stop.signum).name}): every rank was stopped")
+        return 128 + stop.signum
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return outcome.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

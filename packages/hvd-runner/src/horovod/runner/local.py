@@ -1,0 +1,359 @@
+"""Running ranks as processes of this machine, and stopping all of them when one fails.
+
+Each rank is started in its own session and process group (so a Ctrl-C at the terminal reaches
+only the launcher, which then stops the ranks in order, and so a rank's own children are stopped
+with it). The first rank to exit non-zero decides the job's exit status; every other rank is then
+sent SIGTERM (its whole process group), and SIGKILL after a grace period. The same happens when
+the launcher itself is interrupted. When the job ends, whatever a rank left running in its process
+group is stopped the same way, so no process outlives the launcher.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from typing import Callable, Mapping, Sequence
+
+from horovod.runner.exit_report import EXITING
+from horovod.runner.hosts import Placement
+from horovod.runner.output import OutputRouter
+
+#: Seconds between SIGTERM and SIGKILL.
+DEFAULT_GRACE_S = 3.0
+#: Seconds to wait for output pipes to close once the ranks have exited.
+_DRAIN_S = 5.0
+
+
+class LaunchError(RuntimeError):
+    """A rank could not be started."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RankSpec:
+    placement: Placement
+    argv: Sequence[str]
+    env: dict[str, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class RankExit:
+    rank: int
+    pid: int
+    returncode: int
+    #: When the launcher saw it end (time.monotonic()).
+    ended: float = 0.0
+
+    @property
+    def exit_code(self) -> int:
+        """The status a shell would report: the code, or 128 + the signal number."""
+        return self.returncode if self.returncode >= 0 else 128 - self.returncode
+
+    def describe(self) -> str:
+        if self.returncode >= 0:
+            return f"exited with code {self.returncode}"
+        try:
+            name = signal.Signals(-self.returncode).name
+        except ValueError:
+            name = f"signal {-self.returncode}"
+        return f"was killed by signal {name}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    """What a rank said when it began to end (:mod:`horovod.runner.exit_report`)."""
+
+    #: When it arrived (time.monotonic()).
+    at: float
+    reason: str
+    #: False for a consequence of a peer's failure (HorovodInternalError).
+    primary: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    #: 0 when every rank succeeded, else the first failing rank's exit code.
+    exit_code: int
+    #: The rank that failed first, None if none did (see LocalJob for how "first" is decided).
+    failed: RankExit | None
+    #: How every rank ended, by rank.
+    exits: dict[int, RankExit]
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process group still has a live (non-zombie) member."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        entries = None
+    if entries is None or not os.path.exists("/proc/self/stat"):
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
+def _killpg(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class LocalJob:
+    """Starts ``ranks``, forwards their output, waits for them and propagates the first failure.
+
+    ``log`` receives the launcher's own messages (one line each, without newline).
+
+    ``reports`` (rank -> :class:`Report`) is filled, while the job runs, with what ranks report
+    when they begin to end. The rank named as the failure, whose exit code the job takes, is the
+    failed rank that began to fail first: at its primary report, else at its exit. Ranks the
+    launcher itself stopped only count if they had begun to fail before being stopped.
+    """
+
+    def __init__(
+        self,
+        ranks: Sequence[RankSpec],
+        output: OutputRouter,
+        *,
+        log: Callable[[str], None],
+        grace_s: float = DEFAULT_GRACE_S,
+        start_timeout_s: float = 30.0,
+        reports: Mapping[int, Report] | None = None,
+    ) -> None:
+        self._ranks = list(ranks)
+        self._reports = reports if reports is not None else {}
+        self._signaled: dict[int, float] = {}  # rank -> when the launcher sent it SIGTERM
+        self._output = output
+        self._log = log
+        self._grace_s = grace_s
+        self._start_timeout_s = start_timeout_s
+        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._events: queue.Queue[tuple[int, int, float]] = queue.Queue()
+        self._exits: dict[int, RankExit] = {}
+        self._hurry = threading.Event()
+
+    @property
+    def pids(self) -> dict[int, int]:
+        return {rank: proc.pid for rank, proc in self._procs.items()}
+
+    def run(self) -> Outcome:
+        """Runs the job to its end. On an exception (KeyboardInterrupt included) every rank is
+        stopped before it propagates."""
+        try:
+            try:
+                self._start_all()
+                return self._wait()
+            except BaseException:
+                with self._signals_deferred():
+                    self._stop(set(self._procs) - set(self._exits))
+                raise
+        finally:
+            with self._signals_deferred():
+                self._reap_leftovers()
+                self._output.join(_DRAIN_S)
+                self._output.close()
+
+    # --- starting --------------------------------------------------------------------------
+
+    def _start_all(self) -> None:
+        # A signal arriving between fork and bookkeeping would leave an untracked rank behind: it
+        # is held until every rank is registered, then delivered as usual.
+        with _DeferSignals(self._hurry, redeliver=True):
+            self._start_each()
+
+    def _start_each(self) -> None:
+        deadline = time.monotonic() + self._start_timeout_s
+        for spec in self._ranks:
+            rank = spec.placement.rank
+            try:
+                self._output.prepare(rank)
+            except OSError as error:
+                raise LaunchError(f"cannot create the output directory of rank {rank}: {error}") from error
+            try:
+                proc = subprocess.Popen(
+                    list(spec.argv),
+                    env=spec.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,  # own session and process group: see the module docstring
+                    close_fds=True,
+                )
+            except OSError as error:
+                raise LaunchError(f"cannot start rank {rank} ({' '.join(spec.argv[:1])}): {error.strerror or error}") from error
+            self._procs[rank] = proc
+            assert proc.stdout is not None and proc.stderr is not None
+            self._output.attach(rank, "stdout", proc.stdout)
+            self._output.attach(rank, "stderr", proc.stderr)
+            threading.Thread(target=self._await_exit, args=(rank, proc), name=f"hvd-wait-{rank}", daemon=True).start()
+            if time.monotonic() > deadline:
+                raise LaunchError(
+                    f"starting the ranks took longer than the start timeout ({self._start_timeout_s:g} s); "
+                    "raise it with --start-timeout or HOROVOD_START_TIMEOUT"
+                )
+
+    def _await_exit(self, rank: int, proc: subprocess.Popen[bytes]) -> None:
+        returncode = proc.wait()
+        self._events.put((rank, returncode, time.monotonic()))
+
+    # --- waiting -------------------------------------------------------------------------
+
+    def _record(self, rank: int, returncode: int, ended: float) -> RankExit:
+        exit_ = RankExit(rank, self._procs[rank].pid, returncode, ended)
+        self._exits[rank] = exit_
+        return exit_
+
+    def _wait(self) -> Outcome:
+        first: RankExit | None = None
+        while len(self._exits) < len(self._procs):
+            try:
+                rank, returncode, ended = self._events.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            exit_ = self._record(rank, returncode, ended)
+            if returncode != 0 and first is None:
+                first = exit_
+                others = set(self._procs) - set(self._exits)
+                if others:
+                    self._log(f"rank {rank} {exit_.describe()}; stopping the other {len(others)} rank(s)")
+                with self._signals_deferred():
+                    self._stop(others)
+        if first is None:
+            return Outcome(0, None, dict(self._exits))
+        culprit = self._first_to_fail() or first
+        message = f"job failed: rank {culprit.rank} (pid {culprit.pid}) {culprit.describe()}"
+        if culprit.rank in self._signaled and culprit.returncode in (-signal.SIGTERM, -signal.SIGKILL):
+            message += " by horovodrun"
+        report = self._reports.get(culprit.rank)
+        if report is not None and report.reason != EXITING:
+            message += f" ({report.reason})"
+        if culprit is not first:
+            message += f"; it began to fail first, although rank {first.rank} exited before it"
+        self._log(message)
+        return Outcome(culprit.exit_code, culprit, dict(self._exits))
+
+    def _first_to_fail(self) -> RankExit | None:
+        def began(e: RankExit) -> float:
+            report = self._reports.get(e.rank)
+            return min(report.at, e.ended) if report is not None and report.primary else e.ended
+
+        candidates = []
+        for e in self._exits.values():
+            if e.returncode == 0:
+                continue
+            stopped_at = self._signaled.get(e.rank)
+            if stopped_at is not None and began(e) >= stopped_at and e.returncode in (-signal.SIGTERM, -signal.SIGKILL):
+                continue  # ended because the launcher stopped it
+            candidates.append(e)
+        return min(candidates, key=lambda e: (began(e), e.ended), default=None)
+
+    # --- stopping --------------------------------------------------------------------------
+
+    def _collect(self, ranks: set[int], until: float) -> None:
+        """Records exits of ``ranks`` until all have exited or ``until`` (monotonic) passes."""
+        while ranks - set(self._exits) and time.monotonic() < until and not self._hurry.is_set():
+            try:
+                rank, returncode, ended = self._events.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            self._record(rank, returncode, ended)
+
+    def _stop(self, ranks: set[int]) -> None:
+        """SIGTERM to the process groups of ``ranks``, SIGKILL to those still alive after the grace period.
+
+        A rank that has reported it is ending (an uncaught exception, or its interpreter exiting) is
+        left to finish on its own within the grace period, so that it exits with its own status.
+        """
+        live = {r for r in ranks if r in self._procs and r not in self._exits}
+        if not live:
+            return
+        now = time.monotonic()
+        for rank in live:
+            if rank not in self._reports:
+                self._signaled.setdefault(rank, now)
+                _killpg(self._procs[rank].pid, signal.SIGTERM)
+        self._collect(live, time.monotonic() + self._grace_s)
+        stubborn = live - set(self._exits)
+        if stubborn:
+            self._log(f"rank(s) {', '.join(map(str, sorted(stubborn)))} still running after {self._grace_s:g} s; sending SIGKILL")
+        now = time.monotonic()
+        for rank in stubborn:
+            self._signaled.setdefault(rank, now)
+            _killpg(self._procs[rank].pid, signal.SIGKILL)
+        self._hurry.clear()
+        self._collect(stubborn, time.monotonic() + 30.0)
+
+    def _reap_leftovers(self) -> None:
+        """Stops what ranks left behind in their process groups (their own children)."""
+        groups = [proc.pid for proc in self._procs.values() if _group_alive(proc.pid)]
+        if not groups:
+            return
+        for pgid in groups:
+            _killpg(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + self._grace_s
+        while time.monotonic() < deadline and any(_group_alive(g) for g in groups) and not self._hurry.is_set():
+            time.sleep(0.05)
+        for pgid in groups:
+            if _group_alive(pgid):
+                _killpg(pgid, signal.SIGKILL)
+
+    def _signals_deferred(self) -> "_DeferSignals":
+        return _DeferSignals(self._hurry)
+
+
+class _DeferSignals:
+    """Holds SIGINT/SIGTERM/SIGHUP off while the launcher must not be interrupted (main thread only).
+
+    While stopping ranks, such a signal cuts the grace period short (a second Ctrl-C means "kill
+    them now"). With ``redeliver``, signals that arrived are delivered to the previous handlers on
+    exit (so a Ctrl-C during start-up still interrupts, just not half-way through a fork).
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self, hurry: threading.Event, redeliver: bool = False) -> None:
+        self._hurry = hurry
+        self._redeliver = redeliver
+        self._previous: dict[int, object] = {}
+        self._received: list[int] = []
+
+    def __enter__(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in self.SIGNALS:
+            try:
+                self._previous[signum] = signal.signal(signum, self._handler)
+            except (ValueError, OSError):
+                pass
+
+    def _handler(self, signum: int, frame: object) -> None:
+        self._hurry.set()
+        self._received.append(signum)
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+        self._previous.clear()
+        if self._redeliver and self._received:
+            self._hurry.clear()
+            signal.raise_signal(self._received[0])

@@ -1,0 +1,181 @@
+"""From parsed flags (horovodrun's or horovod.run's) to a checked description of the job.
+
+This is where each flag's meaning is decided: which are implemented, which are refused for now
+(with a message saying so, never silently ignored), and which are notes (accepted, no effect).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import socket
+from horovod.runner import config_file, env_mapping, hosts, worker_env
+from horovod.runner.errors import NotSupportedError, UsageError
+
+DEFAULT_START_TIMEOUT_S = 30
+
+# dest -> how it is named in messages
+_ELASTIC = {
+    "min_np": "--min-np",
+    "max_np": "--max-np",
+    "slots": "--slots-per-host",
+    "elastic_timeout": "--elastic-timeout",
+    "reset_limit": "--reset-limit",
+    "cooldown_range": "--blacklist-cooldown-range",
+    "host_discovery_script": "--host-discovery-script",
+}
+_MPI = {"use_mpi": "--mpi", "use_jsrun": "--jsrun", "mpi_args": "--mpi-args", "binding_args": "--binding-args"}
+
+
+@dataclasses.dataclass(frozen=True)
+class JobSettings:
+    """Everything needed to start the ranks of one job on this machine."""
+
+    placements: list[hosts.Placement]
+    #: Variables every rank gets on top of the launcher's environment (tunables, backend choice...).
+    env: dict[str, str]
+    start_timeout_s: int
+    output_filename: str | None = None
+    verbose: bool = False
+    prefix_timestamp: bool = False
+    #: Address the rendezvous server binds to (every host is this machine for now).
+    rendezvous_host: str = "127.0.0.1"
+    #: Things accepted that have no effect, to tell the user.
+    notes: tuple[str, ...] = ()
+
+    @property
+    def size(self) -> int:
+        return len(self.placements)
+
+
+def empty_namespace() -> argparse.Namespace:
+    """horovodrun's flags, none given (what horovod.run starts from)."""
+    from horovod.runner.cli import build_parser
+
+    return build_parser().parse_args([])
+
+
+def apply_config_file(ns: argparse.Namespace) -> list[str]:
+    """Fills in, from ``--config-file``, what the command line left out; returns warnings."""
+    if not ns.config_file:
+        return []
+    values, warnings = config_file.load(ns.config_file)
+    controller_given = bool(ns.use_gloo or ns.use_mpi or ns.use_jsrun)
+    for dest, value in values.items():
+        if dest.startswith("use_"):
+            if not controller_given:
+                setattr(ns, dest, value)
+        elif getattr(ns, dest, None) is None:
+            setattr(ns, dest, value)
+    return warnings
+
+
+def _refuse_unsupported(ns: argparse.Namespace) -> None:
+    elastic = [flag for dest, flag in _ELASTIC.items() if getattr(ns, dest, None) is not None]
+    if elastic:
+        raise NotSupportedError(f"elastic training ({', '.join(elastic)})", "run with a fixed -np for now")
+    mpi = [flag for dest, flag in _MPI.items() if getattr(ns, dest, None)]
+    if mpi:
+        raise NotSupportedError(
+            f"launching through mpirun/jsrun ({', '.join(mpi)})",
+            "horovodrun starts the ranks itself; use the default backend or --gloo",
+        )
+
+
+def _hosts(ns: argparse.Namespace) -> list[hosts.Host] | None:
+    if ns.hosts is not None:
+        return hosts.parse_hosts(ns.hosts)
+    if ns.hostfile is not None:
+        return hosts.parse_hostfile(ns.hostfile)
+    return None
+
+
+def _check_nics(nics: list[str]) -> None:
+    try:
+        available = [name for _, name in socket.if_nameindex()]
+    except OSError:  # cannot list them here: let the backend report a bad name
+        return
+    unknown = [n for n in nics if n not in available]
+    if unknown:
+        raise UsageError(
+            f"--network-interface: no interface named {', '.join(map(repr, unknown))} on this machine "
+            f"(it has: {', '.join(available)})"
+        )
+
+
+def _check_gloo_installed() -> None:
+    from horovod.common.plugins import get_plugin_manager
+
+    if "gloo" not in get_plugin_manager().backends():
+        raise UsageError("--gloo: the gloo backend is not installed: pip install hvd-backend-gloo")
+
+
+def from_namespace(ns: argparse.Namespace, environ: dict[str, str] | None = None) -> JobSettings:
+    """Checks the flags (config file already applied) and describes the job; raises UsageError."""
+    environ = dict(os.environ if environ is None else environ)
+    _refuse_unsupported(ns)
+    notes: list[str] = []
+
+    host_list = _hosts(ns)
+    np = ns.np
+    if np is None:
+        if host_list is None:
+            raise UsageError("-np/--num-proc is required (the number of processes to start)")
+        np = sum(h.slots for h in host_list)
+    if host_list is None:
+        host_list = [hosts.Host("localhost", np)]
+    remote = [h.name for h in host_list if not hosts.is_local(h.name)]
+    if remote:
+        raise NotSupportedError(
+            f"running ranks on remote hosts over ssh ({', '.join(remote)} is not this machine)",
+            "every host must be this machine for now (localhost, 127.0.0.1 or " + socket.gethostname() + ")",
+        )
+    placements = hosts.place_ranks(host_list, np)
+    for dest, flag in (("ssh_port", "-p/--ssh-port"), ("ssh_identity_file", "-i/--ssh-identity-file")):
+        if getattr(ns, dest) is not None:
+            notes.append(f"{flag} has no effect: every host is this machine")
+    if ns.disable_cache:
+        notes.append("--disable-cache has no effect: hvd-runner keeps no cache of start-up checks")
+
+    env = env_mapping.env_from_options(vars(ns))
+    if ns.nics:
+        _check_nics(ns.nics)
+        env[worker_env.GLOO_IFACE] = ns.nics[0]
+        env[worker_env.NCCL_SOCKET_IFNAME] = ",".join(ns.nics)
+    if ns.use_gloo:
+        _check_gloo_installed()
+        env[worker_env.CPU_OPERATIONS] = "gloo"
+        env[worker_env.CONTROLLER] = "gloo"
+
+    start_timeout = ns.start_timeout
+    if start_timeout is None:
+        raw = environ.get(worker_env.START_TIMEOUT, "").strip()
+        try:
+            start_timeout = int(raw) if raw else DEFAULT_START_TIMEOUT_S
+        except ValueError:
+            raise UsageError(f"{worker_env.START_TIMEOUT}={raw!r} is not a number of seconds") from None
+        if start_timeout < 1:
+            raise UsageError(f"{worker_env.START_TIMEOUT}={raw!r} must be at least 1")
+    env[worker_env.START_TIMEOUT] = str(start_timeout)
+
+    return JobSettings(
+        placements=placements,
+        env=env,
+        start_timeout_s=start_timeout,
+        output_filename=ns.output_filename,
+        verbose=bool(ns.verbose),
+        prefix_timestamp=bool(ns.prefix_output_with_timestamp),
+        notes=tuple(notes),
+    )
+
+
+def describe(settings: JobSettings) -> list[str]:
+    """Lines for --verbose: where each rank runs and what it is given."""
+    lines = [f"{settings.size} rank(s):"]
+    for p in settings.placements:
+        lines.append(
+            f"  rank {p.rank} on {p.hostname}: local {p.local_rank}/{p.local_size}, cross {p.cross_rank}/{p.cross_size}"
+        )
+    return lines
+
