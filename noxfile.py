@@ -30,8 +30,17 @@ nox.options.error_on_missing_interpreters = True
 BUILD_TOOLS = ["hatchling>=1.26", "scikit-build-core[hatchling]>=0.11", "nanobind>=2", "cmake>=3.18"]
 
 
+def _pyproject(path: pathlib.Path) -> dict:
+    return tomllib.loads((path / "pyproject.toml").read_text())
+
+
 def _project(path: pathlib.Path) -> dict:
-    return tomllib.loads((path / "pyproject.toml").read_text())["project"]
+    return _pyproject(path)["project"]
+
+
+def _test_requires_local(name: str) -> list[str]:
+    """Local packages a package's tests need beside its own dependencies ([tool.hvd] test-requires-local)."""
+    return _pyproject(PACKAGES[name]).get("tool", {}).get("hvd", {}).get("test-requires-local", [])
 
 
 def _packages() -> dict[str, pathlib.Path]:
@@ -91,10 +100,13 @@ def build_wheels(session: nox.Session, names: list[str]) -> None:
         session.install("--no-deps", "--no-index", "--find-links", str(WHEELHOUSE), "--force-reinstall", name)
 
 
-def install_local(session: nox.Session, *names: str, extras: tuple[str, ...] = ("test",)) -> None:
-    """Installs `names` and their hvd dependencies from the wheelhouse, third-party ones from the index."""
+def install_local(
+    session: nox.Session, *names: str, extras: tuple[str, ...] = ("test",), also: tuple[str, ...] = ()
+) -> None:
+    """Installs `names` (with `extras`), the local packages `also`, and their hvd dependencies from
+    the wheelhouse; third-party dependencies come from the index."""
     closure: list[str] = []
-    for name in names:
+    for name in (*names, *also):
         closure += [pkg for pkg in _local_closure(name) if pkg not in closure]
     session.install(*BUILD_TOOLS)
     build_wheels(session, closure)
@@ -114,7 +126,7 @@ def install_local(session: nox.Session, *names: str, extras: tuple[str, ...] = (
 def _make_test_session(name: str) -> None:
     @nox.session(name=f"tests-{name}", python="3.11")
     def tests(session: nox.Session) -> None:
-        install_local(session, name)
+        install_local(session, name, also=tuple(_test_requires_local(name)))
         session.chdir(PACKAGES[name])
         session.run("python", "-m", "pytest", "tests", *session.posargs, env={"HVD_REPO_ROOT": str(ROOT)})
 

@@ -24,17 +24,32 @@ nb::object g_exception_types[4];
 
 [[noreturn]] void Throw(const Status& s) { throw StatusError{s}; }
 
+// True while the interpreter tears down: taking the GIL then would abort the process.
+bool PythonFinalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
 // A store whose operations call back into Python (the launcher's rendezvous client). Only used
 // while connecting communicators, never on the data path; takes the GIL for each call.
 class CallbackStore : public KVStore {
  public:
   CallbackStore(nb::callable set, nb::callable get) : set_(std::move(set)), get_(std::move(get)) {}
   ~CallbackStore() override {
+    if (PythonFinalizing()) {  // leak the callables rather than abort the process
+      set_.release();
+      get_.release();
+      return;
+    }
     nb::gil_scoped_acquire gil;
     set_.reset();
     get_.reset();
   }
   Status Set(const std::string& key, const std::vector<uint8_t>& value) override {
+    if (PythonFinalizing()) return Status::Aborted("the Python interpreter is shutting down");
     nb::gil_scoped_acquire gil;
     try {
       set_(key, nb::bytes((const char*)value.data(), value.size()));
@@ -44,6 +59,7 @@ class CallbackStore : public KVStore {
     }
   }
   Status Get(const std::string& key, int64_t timeout_ms, std::vector<uint8_t>* value) override {
+    if (PythonFinalizing()) return Status::Aborted("the Python interpreter is shutting down");
     nb::gil_scoped_acquire gil;
     try {
       nb::object result = get_(key, timeout_ms / 1000.0);

@@ -6,8 +6,11 @@ threads of one process: each thread then has its own launch description and cont
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import hashlib
 import itertools
+import socket
 import threading
 from typing import Any, Sequence
 
@@ -93,7 +96,44 @@ def init(comm: Sequence[int] | Any | None = None, process_sets: Sequence[Any] | 
         for ps_id, ps in enumerate(static_sets, start=1):
             ps.process_set_id = ps_id
         slot.context = Context(engine, topology, spec.name, job)
+        if comm is not None:  # the hosts of a sub-world are only known by asking its members
+            slot.context.topology = _gathered_topology(env, topology)
+        if slot is _process_slot:
+            _shutdown_at_exit()
     plugins.after_init(topology.rank, topology.size, spec.name)
+
+
+_exit_hook_installed = False
+
+
+def _shutdown_at_exit() -> None:
+    """Stops the engine before the interpreter finalizes (as Horovod does): its thread must not
+    be inside a callback into Python while the interpreter tears down."""
+    global _exit_hook_installed
+    if not _exit_hook_installed:
+        atexit.register(shutdown)
+        _exit_hook_installed = True
+
+
+def _gathered_topology(env: dict, world: Topology) -> Topology:
+    """Local and cross ranks of a world made with init(comm=[...]), from every member's host.
+
+    Horovod's definitions: local ranks count the members on the same host; the cross
+    communicator holds the members with the same local rank, ordered by rank.
+    """
+    import numpy as np
+
+    from horovod.common.ops import allgather
+
+    host = env.get("HOROVOD_HOSTNAME") or socket.gethostname()
+    key = int.from_bytes(hashlib.sha256(host.encode()).digest()[:8], "little", signed=True)
+    hosts = allgather(np.array([key], np.int64), name="__hvd.topology.hosts").tolist()
+    me = world.rank
+    same_host = [r for r in range(world.size) if hosts[r] == hosts[me]]
+    local_rank = same_host.index(me)
+    local_ranks = [sum(1 for q in range(r) if hosts[q] == hosts[r]) for r in range(world.size)]
+    cross = [r for r in range(world.size) if local_ranks[r] == local_rank]
+    return Topology(me, world.size, local_rank, len(same_host), cross.index(me), len(cross))
 
 
 def _world(job: Topology, comm: Any) -> tuple[Topology, str]:
@@ -109,18 +149,8 @@ def _world(job: Topology, comm: Any) -> tuple[Topology, str]:
         raise ValueError(f"init(comm={list(comm)}): ranks must lie in [0, {job.size})")
     if job.rank not in ranks:
         raise ValueError(f"init(comm={list(comm)}): this process (rank {job.rank}) is not in the list")
-    rank = ranks.index(job.rank)
-    # Ranks of one host stay together: local ranks are counted among the listed ranks of this host.
-    same_host = [r for r in ranks if r // job.local_size == job.rank // job.local_size]
-    hosts = sorted({r // job.local_size for r in ranks})
-    topology = Topology(
-        rank=rank,
-        size=len(ranks),
-        local_rank=same_host.index(job.rank),
-        local_size=len(same_host),
-        cross_rank=hosts.index(job.rank // job.local_size),
-        cross_size=len(hosts),
-    )
+    # Local and cross ranks are filled in once the members can be asked for their hosts.
+    topology = Topology(rank=ranks.index(job.rank), size=len(ranks))
     return topology, "comm" + "-".join(map(str, ranks))
 
 

@@ -8,6 +8,7 @@ API of ``horovod.common`` is the same class with the numpy adapter.
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 from typing import Any, Callable, Protocol, Sequence
 
@@ -40,16 +41,27 @@ class TensorAdapter(Protocol):
         """Copies `source` into `target` (same shape and dtype) and returns `target`."""
 
 
-def handle_average_backwards_compatibility(op: int | None, average: bool | None) -> int:
-    """Maps the deprecated ``average=`` argument onto ``op`` (default: Average)."""
+def handle_average_backwards_compatibility(op: int | None, average: bool | None, stacklevel: int = 4) -> int:
+    """Maps the deprecated ``average=`` argument onto ``op`` (default: Average).
+
+    ``stacklevel`` locates the user's call for the warning (frames above this function).
+    """
     if average is not None:
         if op is not None:
             raise ValueError("op and average cannot both be given; use op only (average is deprecated)")
         warnings.warn(
-            "the 'average' argument is deprecated; use op=hvd.Average or op=hvd.Sum", DeprecationWarning, stacklevel=4
+            "the 'average' argument is deprecated; use op=hvd.Average or op=hvd.Sum",
+            DeprecationWarning,
+            stacklevel=stacklevel,
         )
         return Average if average else Sum
     return Average if op is None else op
+
+
+def group_key(base_name: str) -> int:
+    """A group's id, derived from its name (which every rank gives alike), not from the order in
+    which ranks happen to submit their groups."""
+    return int.from_bytes(hashlib.blake2b(base_name.encode(), digest_size=8).digest(), "little") >> 1
 
 
 class Collectives:
@@ -142,7 +154,7 @@ class Collectives:
         op = handle_average_backwards_compatibility(op, average)
         ctx = basics.context()
         base = name or ctx.auto_name("grouped_allreduce")
-        group = (ctx.next_group_id(), len(tensors))
+        group = (group_key(base), len(tensors))
         return [
             self.allreduce_async(
                 t, None, f"{base}.{i}", op, prescale_factor, postscale_factor, process_set, group, inplace
@@ -169,7 +181,7 @@ class Collectives:
     ) -> list[int]:
         ctx = basics.context()
         base = name or ctx.auto_name("grouped_allgather")
-        group = (ctx.next_group_id(), len(tensors))
+        group = (group_key(base), len(tensors))
         return [self.allgather_async(t, f"{base}.{i}", process_set, group) for i, t in enumerate(tensors)]
 
     def broadcast_async(
@@ -237,7 +249,7 @@ class Collectives:
     ) -> list[int]:
         ctx = basics.context()
         base = name or ctx.auto_name("grouped_reducescatter")
-        group = (ctx.next_group_id(), len(tensors))
+        group = (group_key(base), len(tensors))
         return [
             self.reducescatter_async(t, f"{base}.{i}", op, process_set, prescale_factor, postscale_factor, group)
             for i, t in enumerate(tensors)

@@ -31,18 +31,13 @@ class Context:
         self._handles: dict[int, _Pending] = {}
         self._next_handle = itertools.count(1)
         self._name_counters: dict[str, itertools.count] = {}
-        self._next_group = itertools.count()
 
-    # Names and groups must come out identical on every rank, so they are counted per call site
-    # kind, in program order (the same requirement Horovod places on unnamed collectives).
+    # Unnamed collectives are numbered per kind, in program order: every rank must call them in the
+    # same order (Horovod's requirement too).
     def auto_name(self, kind: str) -> str:
         with self._lock:
             counter = self._name_counters.setdefault(kind, itertools.count())
             return f"{kind}.noname.{next(counter)}"
-
-    def next_group_id(self) -> int:
-        with self._lock:
-            return next(self._next_group)
 
     def submit(self, core: Any, keep_alive: tuple, finish: Callable[[Any], Any]) -> int:
         handle = next(self._next_handle)
