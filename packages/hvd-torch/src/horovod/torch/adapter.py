@@ -1,0 +1,86 @@
+"""How torch tensors meet hvd's engine: the TensorAdapter that horovod.common's collectives use.
+
+CPU tensors cross without a copy: the engine reads (and, for in-place and same-shape results,
+writes) the tensor's memory through DLPack, and engine-allocated results (allgather, alltoall,
+reducescatter) come back as tensors sharing the engine's buffer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from horovod.common import _core
+
+_DTYPE_CODES: dict[torch.dtype, int] = {
+    torch.uint8: _core.DTYPE_UINT8,
+    torch.int8: _core.DTYPE_INT8,
+    torch.int16: _core.DTYPE_INT16,
+    torch.int32: _core.DTYPE_INT32,
+    torch.int64: _core.DTYPE_INT64,
+    torch.float16: _core.DTYPE_FLOAT16,
+    torch.bfloat16: _core.DTYPE_BFLOAT16,
+    torch.float32: _core.DTYPE_FLOAT32,
+    torch.float64: _core.DTYPE_FLOAT64,
+    torch.bool: _core.DTYPE_BOOL,
+}
+SUPPORTED_DTYPES: tuple[torch.dtype, ...] = tuple(_DTYPE_CODES)
+
+_DEVICE_KINDS = {"cpu": _core.DEVICE_CPU, "cuda": _core.DEVICE_CUDA}  # ROCm tensors are "cuda" in torch
+
+
+def dtype_code(dtype: torch.dtype) -> int:
+    """The engine's code for a torch dtype; ValueError naming the dtype when unsupported."""
+    code = _DTYPE_CODES.get(dtype)
+    if code is None:
+        supported = ", ".join(str(d).replace("torch.", "") for d in SUPPORTED_DTYPES)
+        raise ValueError(f"dtype {dtype} is not supported by hvd collectives (supported: {supported})")
+    return code
+
+
+def device_kind(device: torch.device) -> int:
+    kind = _DEVICE_KINDS.get(device.type)
+    if kind is None:
+        raise ValueError(f"tensors on {device.type!r} devices are not supported by hvd collectives (CPU and CUDA are)")
+    return kind
+
+
+class TorchAdapter:
+    """The :class:`horovod.common.collectives.TensorAdapter` for torch tensors."""
+
+    def prepare(self, tensor: Any) -> torch.Tensor:
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"expected a torch.Tensor, got {type(tensor).__name__}")
+        if tensor.layout != torch.strided:
+            raise ValueError(
+                f"{tensor.layout} tensors are not supported by this collective; use a dense tensor "
+                "(sparse gradients go through sparse_allreduce_async)"
+            )
+        if tensor.requires_grad:  # DLPack refuses tensors that require grad; the memory is the same
+            tensor = tensor.detach()
+        if not tensor.is_contiguous():
+            tensor = tensor.contiguous()
+        return tensor
+
+    def describe(self, tensor: torch.Tensor) -> tuple[int, list[int], int]:
+        return dtype_code(tensor.dtype), list(tensor.shape), device_kind(tensor.device)
+
+    def buffer(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor  # the engine takes it through DLPack, without a copy
+
+    def empty_like(self, tensor: torch.Tensor) -> torch.Tensor:
+        return torch.empty_like(tensor, memory_format=torch.contiguous_format)
+
+    def from_engine(self, core_handle: Any, like: torch.Tensor) -> torch.Tensor:
+        output = core_handle.output()
+        if output is None:
+            return torch.empty(core_handle.output_shape, dtype=like.dtype, device=like.device)
+        return torch.from_dlpack(output)  # shares the engine's buffer (kept alive by the tensor)
+
+    def copy_into(self, target: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+        if source.data_ptr() == target.data_ptr() and source.stride() == target.stride():
+            return target  # the engine already wrote into the target's memory
+        with torch.no_grad():  # also for leaves that require grad, as Horovod's in-place ops allow
+            target.copy_(source)
+        return target

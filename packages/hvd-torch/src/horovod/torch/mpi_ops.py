@@ -1,0 +1,584 @@
+"""Horovod's PyTorch collectives: asynchronous handles, in-place forms, and autograd.
+
+Every collective is implemented once, in :mod:`horovod.common.collectives`; this module binds it to
+torch tensors (:class:`~horovod.torch.adapter.TorchAdapter`) and gives it Horovod's torch API:
+
+- ``*_async`` return an integer handle for :func:`poll` / :func:`synchronize`;
+- ``*_`` forms write the result into the input tensor;
+- the synchronous forms are differentiable (``torch.autograd.Function``) with Horovod's gradients:
+  allreduce -> allreduce with the same op and scale factors; allgather -> Average allreduce of the
+  gradient, then this rank's rows; broadcast -> Average allreduce of the gradient kept on the root,
+  zeros elsewhere; alltoall -> alltoall back with the received splits; reducescatter -> allgather
+  of the gradient, scaled as the op (1/size for Average, times the scale factors).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+from horovod.common import basics, collectives
+from horovod.common.basics import (  # noqa: F401  (Horovod's torch API re-exports these)
+    ccl_built,
+    cross_rank,
+    cross_size,
+    cuda_built,
+    ddl_built,
+    gloo_built,
+    gloo_enabled,
+    init,
+    is_homogeneous,
+    is_initialized,
+    local_rank,
+    local_size,
+    mpi_built,
+    mpi_enabled,
+    mpi_threads_supported,
+    nccl_built,
+    rank,
+    rocm_built,
+    shutdown,
+    size,
+    start_timeline,
+    stop_timeline,
+)
+from horovod.common.collectives import (  # noqa: F401
+    Adasum,
+    Average,
+    Collectives,
+    Max,
+    Min,
+    Product,
+    Sum,
+    handle_average_backwards_compatibility,
+)
+from horovod.common.exceptions import CollectiveMismatchError, HorovodInternalError, HostsUpdatedInterrupt  # noqa: F401
+from horovod.common.process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set  # noqa: F401
+from horovod.torch import handles
+from horovod.torch.adapter import TorchAdapter
+from horovod.torch.compression import Compression
+
+_ops = Collectives(TorchAdapter())
+
+
+def _resolve_op(op: int | None, average: bool | None) -> int:
+    # Called directly by each public function, so that the deprecation warning for `average=`
+    # (stacklevel 4 in hvd-core) points at the user's call.
+    return handle_average_backwards_compatibility(op, average)
+
+
+# --- allreduce --------------------------------------------------------------------------------------
+
+
+def _allreduce_async(tensor, name, op, prescale_factor, postscale_factor, process_set, inplace) -> int:
+    return handles.single(
+        _ops.allreduce_async(
+            tensor, name=name, op=op, prescale_factor=prescale_factor, postscale_factor=postscale_factor,
+            process_set=process_set, inplace=inplace,
+        )
+    )
+
+
+def allreduce_async(
+    tensor: torch.Tensor,
+    average: bool | None = None,
+    name: str | None = None,
+    op: int | None = None,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+    process_set: ProcessSet = global_process_set,
+) -> int:
+    """Starts reducing ``tensor`` over all ranks (default op: Average); the input is not modified.
+
+    The tensor must have the same shape and dtype on every rank for a given ``name`` (an
+    automatic name is generated when none is given, counted in program order). Returns a handle
+    for :func:`poll` and :func:`synchronize`, which returns the reduced tensor.
+    """
+    op = _resolve_op(op, average)
+    return _allreduce_async(tensor, name, op, prescale_factor, postscale_factor, process_set, False)
+
+
+def allreduce_async_(
+    tensor: torch.Tensor,
+    average: bool | None = None,
+    name: str | None = None,
+    op: int | None = None,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+    process_set: ProcessSet = global_process_set,
+) -> int:
+    """As :func:`allreduce_async`, writing the result into ``tensor``."""
+    op = _resolve_op(op, average)
+    return _allreduce_async(tensor, name, op, prescale_factor, postscale_factor, process_set, True)
+
+
+def allreduce(
+    tensor: torch.Tensor,
+    average: bool | None = None,
+    name: str | None = None,
+    compression: Any = Compression.none,
+    op: int | None = None,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+    process_set: ProcessSet = global_process_set,
+) -> torch.Tensor:
+    """Reduces ``tensor`` over all ranks and returns the result (differentiable).
+
+    ``op``: Average (default), Sum, Min, Max, Product. ``prescale_factor`` multiplies each input
+    before the reduction, ``postscale_factor`` the result. ``compression`` compresses what is sent.
+    """
+    op = _resolve_op(op, average)
+    compressed, ctx = compression.compress(tensor)
+    reduced = _Allreduce.apply(compressed, name, op, prescale_factor, postscale_factor, process_set)
+    return compression.decompress(reduced, ctx)
+
+
+def allreduce_(
+    tensor: torch.Tensor,
+    average: bool | None = None,
+    name: str | None = None,
+    op: int | None = None,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+    process_set: ProcessSet = global_process_set,
+) -> torch.Tensor:
+    """Reduces ``tensor`` in place over all ranks and returns it."""
+    op = _resolve_op(op, average)
+    return synchronize(_allreduce_async(tensor, name, op, prescale_factor, postscale_factor, process_set, True))
+
+
+def _grouped_allreduce_async(tensors, name, op, prescale_factor, postscale_factor, process_set, inplace) -> int:
+    parts = _ops.grouped_allreduce_async(
+        list(tensors), name=name, op=op, prescale_factor=prescale_factor, postscale_factor=postscale_factor,
+        process_set=process_set, inplace=inplace,
+    )
+    return handles.register(parts, list)
+
+
+def grouped_allreduce_async(
+    tensors: Sequence[torch.Tensor],
+    average: bool | None = None,
+    name: str | None = None,
+    op: int | None = None,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+    process_set: ProcessSet = global_process_set,
+) -> int:
+    """Starts reducing a list of tensors as one unit (negotiated and executed together).
+
+    Returns one handle; :func:`synchronize` returns the list of reduced tensors.
+    """
+    op = _resolve_op(op, average)
+    return _grouped_allreduce_async(tensors, name, op, prescale_factor, postscale_factor, process_set, False)
+
+
+def grouped_allreduce_async_(
+    tensors: Sequence[torch.Tensor],
+    average: bool | None = None,
+    name: str | None = None,
+    op: int | None = None,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+    process_set: ProcessSet = global_process_set,
+) -> int:
+    """As :func:`grouped_allreduce_async`, writing each result into its input tensor."""
+    op = _resolve_op(op, average)
+    return _grouped_allreduce_async(tensors, name, op, prescale_factor, postscale_factor, process_set, True)
+
+
+def grouped_allreduce(
+    tensors: Sequence[torch.Tensor],
+    average: bool | None = None,
+    name: str | None = None,
+    compression: Any = Compression.none,
+    op: int | None = None,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+    process_set: ProcessSet = global_process_set,
+) -> list[torch.Tensor]:
+    """Reduces a list of tensors as one unit and returns the list of results (differentiable)."""
+    op = _resolve_op(op, average)
+    tensors = list(tensors)
+    if not tensors:
+        return []
+    compressed, ctxs = zip(*[compression.compress(t) for t in tensors])
+    reduced = _GroupedAllreduce.apply(name, op, prescale_factor, postscale_factor, process_set, *compressed)
+    return [compression.decompress(t, ctx) for t, ctx in zip(reduced, ctxs)]
+
+
+def grouped_allreduce_(
+    tensors: Sequence[torch.Tensor],
+    average: bool | None = None,
+    name: str | None = None,
+    op: int | None = None,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+    process_set: ProcessSet = global_process_set,
+) -> list[torch.Tensor]:
+    """Reduces a list of tensors in place as one unit and returns them."""
+    op = _resolve_op(op, average)
+    return synchronize(_grouped_allreduce_async(tensors, name, op, prescale_factor, postscale_factor, process_set, True))
+
+
+def sparse_allreduce_async(
+    tensor: torch.Tensor, name: str | None, op: int, process_set: ProcessSet = global_process_set
+) -> int:
+    """Starts reducing a sparse COO tensor: its indices and values are allgathered (Sum or Average).
+
+    :func:`synchronize` returns a sparse tensor holding every rank's entries (duplicates not yet
+    summed: call ``.coalesce()`` to sum them), values divided by the set's size for Average.
+    """
+    if not tensor.is_sparse:
+        raise ValueError("sparse_allreduce_async needs a sparse COO tensor; use allreduce_async for dense tensors")
+    if op not in (Average, Sum):
+        raise ValueError("sparse_allreduce_async supports op=Average and op=Sum")
+    name = name or basics.context().auto_name("sparse_allreduce")
+    # Allgather concatenates along the first dimension: send indices as (nnz, sparse_dims).
+    indices = _ops.allgather_async(tensor._indices().t().contiguous(), name=f"{name}.indices", process_set=process_set)
+    values = _ops.allgather_async(tensor._values(), name=f"{name}.values", process_set=process_set)
+    set_size = process_set.size()
+    shape = tensor.shape
+
+    def finish(results: list) -> torch.Tensor:
+        gathered_indices, gathered_values = results
+        if op == Average:
+            gathered_values = gathered_values / set_size
+        # Every rank's indices were valid for this shape: no invariant check needed.
+        return torch.sparse_coo_tensor(gathered_indices.t(), gathered_values, shape, check_invariants=False)
+
+    return handles.register([indices, values], finish)
+
+
+# --- allgather --------------------------------------------------------------------------------------
+
+
+def allgather_async(tensor: torch.Tensor, name: str | None = None, process_set: ProcessSet = global_process_set) -> int:
+    """Starts concatenating every rank's ``tensor`` along the first dimension (which may differ)."""
+    return handles.single(_ops.allgather_async(tensor, name=name, process_set=process_set))
+
+
+def allgather(tensor: torch.Tensor, name: str | None = None, process_set: ProcessSet = global_process_set) -> torch.Tensor:
+    """Concatenates every rank's ``tensor`` along the first dimension (differentiable).
+
+    All dimensions but the first must agree between ranks.
+    """
+    return _Allgather.apply(tensor, name, process_set)
+
+
+def grouped_allgather_async(
+    tensors: Sequence[torch.Tensor], name: str | None = None, process_set: ProcessSet = global_process_set
+) -> int:
+    """Starts allgathering a list of tensors as one unit; :func:`synchronize` returns the list."""
+    return handles.register(_ops.grouped_allgather_async(list(tensors), name=name, process_set=process_set), list)
+
+
+def grouped_allgather(
+    tensors: Sequence[torch.Tensor], name: str | None = None, process_set: ProcessSet = global_process_set
+) -> list[torch.Tensor]:
+    """Allgathers a list of tensors as one unit (differentiable)."""
+    tensors = list(tensors)
+    if not tensors:
+        return []
+    return list(_GroupedAllgather.apply(name, process_set, *tensors))
+
+
+# --- broadcast --------------------------------------------------------------------------------------
+
+
+def broadcast_async(
+    tensor: torch.Tensor, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set
+) -> int:
+    """Starts sending ``root_rank``'s tensor to every rank; the input is not modified."""
+    return handles.single(_ops.broadcast_async(tensor, root_rank, name=name, process_set=process_set))
+
+
+def broadcast_async_(
+    tensor: torch.Tensor, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set
+) -> int:
+    """As :func:`broadcast_async`, writing the result into ``tensor``."""
+    return handles.single(_ops.broadcast_async(tensor, root_rank, name=name, process_set=process_set, inplace=True))
+
+
+def broadcast(
+    tensor: torch.Tensor, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set
+) -> torch.Tensor:
+    """Returns ``root_rank``'s tensor on every rank (differentiable)."""
+    return _Broadcast.apply(tensor, root_rank, name, process_set)
+
+
+def broadcast_(
+    tensor: torch.Tensor, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set
+) -> torch.Tensor:
+    """Overwrites ``tensor`` with ``root_rank``'s on every rank and returns it."""
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+
+
+# --- alltoall ---------------------------------------------------------------------------------------
+
+
+def alltoall_async(
+    tensor: torch.Tensor, splits: Any = None, name: str | None = None, process_set: ProcessSet = global_process_set
+) -> int:
+    """Starts an alltoall: ``splits[i]`` rows of ``tensor`` go to rank i (default: equal parts).
+
+    :func:`synchronize` returns ``(received tensor, received splits)``, the splits as an integer
+    tensor (of ``splits``' dtype when it is a tensor, else int32).
+    """
+    splits_dtype = splits.dtype if isinstance(splits, torch.Tensor) else torch.int32
+
+    def finish(result: tuple) -> tuple[torch.Tensor, torch.Tensor]:
+        received, received_splits = result
+        return received, torch.tensor(received_splits, dtype=splits_dtype)
+
+    return handles.single(_ops.alltoall_async(tensor, splits, name=name, process_set=process_set), finish)
+
+
+def alltoall(
+    tensor: torch.Tensor, splits: Any = None, name: str | None = None, process_set: ProcessSet = global_process_set
+) -> Any:
+    """Scatters slices of ``tensor`` to every rank and gathers what they send (differentiable).
+
+    ``splits`` (list or integer tensor, one per rank) says how many rows go to each rank; without
+    it the first dimension is split equally. As in Horovod, returns the received tensor alone when
+    ``splits`` is None, and ``(received tensor, received splits)`` when ``splits`` is given.
+    """
+    return _Alltoall.apply(tensor, splits, name, process_set)
+
+
+# --- reducescatter ----------------------------------------------------------------------------------
+
+
+def reducescatter_async(
+    tensor: torch.Tensor,
+    name: str | None = None,
+    op: int = Average,
+    process_set: ProcessSet = global_process_set,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+) -> int:
+    """Starts reducing over ranks (Average or Sum) and scattering the first dimension: each rank
+    gets its slice (the first ``rows % size`` ranks one row more)."""
+    return handles.single(
+        _ops.reducescatter_async(
+            tensor, name=name, op=op, process_set=process_set, prescale_factor=prescale_factor,
+            postscale_factor=postscale_factor,
+        )
+    )
+
+
+def reducescatter(
+    tensor: torch.Tensor,
+    name: str | None = None,
+    compression: Any = Compression.none,
+    op: int = Average,
+    process_set: ProcessSet = global_process_set,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+) -> torch.Tensor:
+    """Reduces over ranks and returns this rank's slice of the first dimension (differentiable)."""
+    compressed, ctx = compression.compress(tensor)
+    reduced = _Reducescatter.apply(compressed, name, op, process_set, prescale_factor, postscale_factor)
+    return compression.decompress(reduced, ctx)
+
+
+def grouped_reducescatter_async(
+    tensors: Sequence[torch.Tensor],
+    name: str | None = None,
+    op: int = Average,
+    process_set: ProcessSet = global_process_set,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+) -> int:
+    """Starts a reducescatter of a list of tensors as one unit; :func:`synchronize` returns the list."""
+    parts = _ops.grouped_reducescatter_async(
+        list(tensors), name=name, op=op, process_set=process_set, prescale_factor=prescale_factor,
+        postscale_factor=postscale_factor,
+    )
+    return handles.register(parts, list)
+
+
+def grouped_reducescatter(
+    tensors: Sequence[torch.Tensor],
+    name: str | None = None,
+    compression: Any = Compression.none,
+    op: int = Average,
+    process_set: ProcessSet = global_process_set,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+) -> list[torch.Tensor]:
+    """Reducescatter of a list of tensors as one unit (differentiable)."""
+    tensors = list(tensors)
+    if not tensors:
+        return []
+    compressed, ctxs = zip(*[compression.compress(t) for t in tensors])
+    reduced = _GroupedReducescatter.apply(name, op, process_set, prescale_factor, postscale_factor, *compressed)
+    return [compression.decompress(t, ctx) for t, ctx in zip(reduced, ctxs)]
+
+
+# --- handles and synchronisation --------------------------------------------------------------------
+
+
+def poll(handle: int) -> bool:
+    """True when the asynchronous operation behind ``handle`` has completed (never blocks)."""
+    return handles.poll(handle)
+
+
+def synchronize(handle: int) -> Any:
+    """Waits for the asynchronous operation behind ``handle`` and returns its result."""
+    return handles.synchronize(handle)
+
+
+def join(device: int = -1) -> int:
+    """Declares that this rank has no more data: until every rank has joined, it takes part in the
+    others' allreduces with zeros. Blocks until all ranks joined; returns the rank that joined last.
+    (``device`` is accepted for Horovod compatibility.)"""
+    return collectives.join(device)
+
+
+def barrier(process_set: ProcessSet = global_process_set) -> None:
+    """Blocks until every rank of ``process_set`` has reached the barrier."""
+    collectives.barrier(process_set)
+
+
+# --- autograd ---------------------------------------------------------------------------------------
+# The synchronous collectives above are these Functions; their backward passes call the same
+# (differentiable) collectives, so every rank must run backward through them in the same order.
+
+
+def _set_rank(process_set: ProcessSet) -> int:
+    return process_set.rank() if process_set.process_set_id else basics.rank()
+
+
+def _set_size(process_set: ProcessSet) -> int:
+    return process_set.size() if process_set.process_set_id else basics.size()
+
+
+class _Allreduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):  # type: ignore[override]
+        ctx.args = (op, prescale_factor, postscale_factor, process_set)
+        return synchronize(_allreduce_async(tensor, name, op, prescale_factor, postscale_factor, process_set, False))
+
+    @staticmethod
+    def backward(ctx, grad_output):  # type: ignore[override]
+        op, prescale_factor, postscale_factor, process_set = ctx.args
+        grad = allreduce(grad_output, op=op, prescale_factor=prescale_factor, postscale_factor=postscale_factor,
+                         process_set=process_set)
+        return grad, None, None, None, None, None
+
+
+class _GroupedAllreduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, prescale_factor, postscale_factor, process_set, *tensors):  # type: ignore[override]
+        ctx.args = (op, prescale_factor, postscale_factor, process_set)
+        handle = _grouped_allreduce_async(tensors, name, op, prescale_factor, postscale_factor, process_set, False)
+        return tuple(synchronize(handle))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):  # type: ignore[override]
+        op, prescale_factor, postscale_factor, process_set = ctx.args
+        grads = grouped_allreduce(list(grad_outputs), op=op, prescale_factor=prescale_factor,
+                                  postscale_factor=postscale_factor, process_set=process_set)
+        return (None, None, None, None, None, *grads)
+
+
+def _row_offsets(rows: list[int], process_set: ProcessSet) -> list[int]:
+    """Where this rank's rows start in allgathered tensors, given its row count for each."""
+    counts = grouped_allgather([torch.tensor([n], dtype=torch.int64) for n in rows], process_set=process_set)
+    own = _set_rank(process_set)
+    return [int(c[:own].sum()) for c in counts]
+
+
+class _Allgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, process_set):  # type: ignore[override]
+        output = synchronize(allgather_async(tensor, name, process_set))
+        ctx.rows, ctx.process_set = tensor.shape[0], process_set
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_output):  # type: ignore[override]
+        reduced = allreduce(grad_output, op=Average, process_set=ctx.process_set)
+        (offset,) = _row_offsets([ctx.rows], ctx.process_set)
+        return reduced.narrow(0, offset, ctx.rows), None, None
+
+
+class _GroupedAllgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, process_set, *tensors):  # type: ignore[override]
+        outputs = synchronize(grouped_allgather_async(tensors, name, process_set))
+        ctx.rows, ctx.process_set = [t.shape[0] for t in tensors], process_set
+        return tuple(outputs)
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):  # type: ignore[override]
+        reduced = grouped_allreduce(list(grad_outputs), op=Average, process_set=ctx.process_set)
+        offsets = _row_offsets(ctx.rows, ctx.process_set)
+        return (None, None, *[g.narrow(0, o, n) for g, o, n in zip(reduced, offsets, ctx.rows)])
+
+
+class _Broadcast(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name, process_set):  # type: ignore[override]
+        ctx.root_rank, ctx.process_set = root_rank, process_set
+        return synchronize(broadcast_async(tensor, root_rank, name, process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):  # type: ignore[override]
+        reduced = allreduce(grad_output, op=Average, process_set=ctx.process_set)
+        if _set_rank(ctx.process_set) != ctx.root_rank:
+            reduced = torch.zeros_like(reduced)
+        return reduced, None, None, None
+
+
+class _Alltoall(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, splits, name, process_set):  # type: ignore[override]
+        output, received_splits = synchronize(alltoall_async(tensor, splits, name, process_set))
+        ctx.received_splits, ctx.process_set = received_splits, process_set
+        if splits is None:
+            return output
+        ctx.mark_non_differentiable(received_splits)
+        return output, received_splits
+
+    @staticmethod
+    def backward(ctx, grad_output, *unused):  # type: ignore[override]
+        grad, _ = alltoall(grad_output, splits=ctx.received_splits, process_set=ctx.process_set)
+        return grad, None, None, None
+
+
+def _reducescatter_grad_scale(op: int, process_set: ProcessSet, prescale_factor: float, postscale_factor: float) -> float:
+    scale = prescale_factor * postscale_factor
+    return scale / _set_size(process_set) if op == Average else scale
+
+
+class _Reducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):  # type: ignore[override]
+        ctx.process_set = process_set
+        ctx.scale = _reducescatter_grad_scale(op, process_set, prescale_factor, postscale_factor)
+        return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor, postscale_factor))
+
+    @staticmethod
+    def backward(ctx, grad_output):  # type: ignore[override]
+        grad = allgather(grad_output, process_set=ctx.process_set)
+        if ctx.scale != 1.0:
+            grad = grad * ctx.scale
+        return grad, None, None, None, None, None
+
+
+class _GroupedReducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, process_set, prescale_factor, postscale_factor, *tensors):  # type: ignore[override]
+        ctx.process_set = process_set
+        ctx.scale = _reducescatter_grad_scale(op, process_set, prescale_factor, postscale_factor)
+        handle = grouped_reducescatter_async(tensors, name, op, process_set, prescale_factor, postscale_factor)
+        return tuple(synchronize(handle))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):  # type: ignore[override]
+        grads = grouped_allgather(list(grad_outputs), process_set=ctx.process_set)
+        if ctx.scale != 1.0:
+            grads = [g * ctx.scale for g in grads]
+        return (None, None, None, None, None, *grads)

@@ -1,0 +1,209 @@
+"""Gradients of the differentiable collectives, against references every rank computes locally.
+
+Rank r's loss is ``sum(w_r * y_r)`` for its output ``y_r``. The "true" gradient of the job's total
+loss (the sum over ranks) is computed by autograd on a local simulation of the collective with
+every rank's input. Horovod defines the gradients of allreduce, alltoall and reducescatter as
+exactly that; for allgather and broadcast it averages (rather than sums) the incoming gradients
+over ranks, so their reference is the true gradient divided by the number of ranks.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import pytest
+import torch
+
+import horovod.torch as hvd
+from hvdtorch_testutil import cluster, seeded
+
+NP = [2, 3]
+
+
+def true_gradients(n: int, shape_of: Callable[[int], tuple], simulate: Callable, out_shape_of: Callable[[int], tuple]) -> list:
+    xs = [seeded(shape_of(r), seed=r).requires_grad_() for r in range(n)]
+    ys = simulate(xs)
+    total = sum((seeded(out_shape_of(j), seed=100 + j) * ys[j]).sum() for j in range(n))
+    return list(torch.autograd.grad(total, xs, allow_unused=True))
+
+
+def own_loss_backward(rank: int, x: torch.Tensor, y: torch.Tensor) -> None:
+    (seeded(tuple(y.shape), seed=100 + rank) * y).sum().backward()
+
+
+def assert_grad(actual: torch.Tensor | None, expected: torch.Tensor, what: str) -> None:
+    assert actual is not None, f"{what}: no gradient"
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} vs {expected.shape}"
+    assert torch.allclose(actual, expected, atol=1e-10), f"{what}: {actual.flatten()[:6]} vs {expected.flatten()[:6]}"
+
+
+# --- allreduce --------------------------------------------------------------------------------------
+
+
+def case_allreduce_grad() -> None:
+    hvd.init()
+    n, rank = hvd.size(), hvd.rank()
+    shape = (3, 4)
+    for op, pre, post in ((hvd.Sum, 1.0, 1.0), (hvd.Average, 1.0, 1.0), (hvd.Sum, 2.0, 0.25), (hvd.Average, 0.5, 3.0)):
+        def simulate(xs, op=op, pre=pre, post=post):
+            total = sum(pre * x for x in xs) * post
+            return [total / n if op == hvd.Average else total] * n
+
+        x = seeded(shape, seed=rank).requires_grad_()
+        y = hvd.allreduce(x, op=op, prescale_factor=pre, postscale_factor=post, name=f"grad.ar.{op}.{pre}")
+        own_loss_backward(rank, x, y)
+        expected = true_gradients(n, lambda r: shape, simulate, lambda r: shape)[rank]
+        assert_grad(x.grad, expected, f"allreduce op={op} pre={pre} post={post}")
+    # Min/Max: Horovod's gradient is the incoming gradients reduced with the same op.
+    x = seeded(shape, seed=rank).requires_grad_()
+    own_loss_backward(rank, x, hvd.allreduce(x, op=hvd.Max, name="grad.ar.max"))
+    expected = torch.stack([seeded(shape, seed=100 + r) for r in range(n)]).amax(0)
+    assert_grad(x.grad, expected, "allreduce Max")
+    # With compression the gradient flows through the casts.
+    x = seeded(shape, seed=rank, dtype=torch.float32).requires_grad_()
+    y = hvd.allreduce(x, op=hvd.Sum, compression=hvd.Compression.fp16, name="grad.ar.fp16")
+    assert y.dtype == torch.float32
+    y.sum().backward()
+    assert x.grad.dtype == torch.float32 and x.grad.tolist() == [[float(n)] * 4] * 3
+
+
+def case_grouped_allreduce_grad() -> None:
+    hvd.init()
+    n, rank = hvd.size(), hvd.rank()
+    shapes = [(2, 3), (5,)]
+    xs = [seeded(s, seed=10 * rank + i).requires_grad_() for i, s in enumerate(shapes)]
+    ys = hvd.grouped_allreduce(xs, op=hvd.Average, name="grad.gar")
+    sum((seeded(tuple(y.shape), seed=100 + 10 * rank + i) * y).sum() for i, y in enumerate(ys)).backward()
+    for i, (x, s) in enumerate(zip(xs, shapes)):
+        expected = sum(seeded(s, seed=100 + 10 * r + i) for r in range(n)) / n
+        assert_grad(x.grad, expected, f"grouped allreduce #{i}")
+
+
+@pytest.mark.parametrize("np_", NP)
+def test_allreduce_gradients(np_: int) -> None:
+    cluster(case_allreduce_grad, np_)
+
+
+@pytest.mark.parametrize("np_", NP)
+def test_grouped_allreduce_gradients(np_: int) -> None:
+    cluster(case_grouped_allreduce_grad, np_)
+
+
+# --- allgather, broadcast ---------------------------------------------------------------------------
+
+
+def case_allgather_grad() -> None:
+    hvd.init()
+    n, rank = hvd.size(), hvd.rank()
+    rows = lambda r: (r + 1, 3)  # noqa: E731 - uneven first dimension
+    total_rows = (sum(r + 1 for r in range(n)), 3)
+    x = seeded(rows(rank), seed=rank).requires_grad_()
+    own_loss_backward(rank, x, hvd.allgather(x, name="grad.ag"))
+    expected = true_gradients(n, rows, lambda xs: [torch.cat(xs)] * n, lambda r: total_rows)[rank] / n
+    assert_grad(x.grad, expected, "allgather")
+    # Grouped.
+    xs = [seeded(rows(rank), seed=rank).requires_grad_(), seeded((1, 2), seed=50 + rank).requires_grad_()]
+    ys = hvd.grouped_allgather(xs, name="grad.gag")
+    (seeded(total_rows, seed=100 + rank) * ys[0]).sum().backward(retain_graph=True)
+    assert_grad(xs[0].grad, expected, "grouped allgather")
+    assert xs[1].grad is None or bool((xs[1].grad == 0).all())
+
+
+def case_broadcast_grad() -> None:
+    hvd.init()
+    n, rank = hvd.size(), hvd.rank()
+    shape = (2, 3)
+    for root in range(n):
+        x = seeded(shape, seed=rank).requires_grad_()
+        own_loss_backward(rank, x, hvd.broadcast(x, root, name=f"grad.bc.{root}"))
+        expected = true_gradients(n, lambda r: shape, lambda xs, root=root: [xs[root]] * n, lambda r: shape)[rank]
+        expected = torch.zeros(shape, dtype=torch.float64) if expected is None else expected / n
+        assert_grad(x.grad, expected, f"broadcast root={root}")
+
+
+@pytest.mark.parametrize("np_", NP)
+def test_allgather_gradients(np_: int) -> None:
+    cluster(case_allgather_grad, np_)
+
+
+@pytest.mark.parametrize("np_", NP)
+def test_broadcast_gradients(np_: int) -> None:
+    cluster(case_broadcast_grad, np_)
+
+
+# --- alltoall, reducescatter ------------------------------------------------------------------------
+
+
+def case_alltoall_grad() -> None:
+    hvd.init()
+    n, rank = hvd.size(), hvd.rank()
+
+    def splits_of(r: int) -> list[int]:
+        return [(r + i) % 3 + 1 for i in range(n)]
+
+    def simulate(xs):
+        outs = []
+        for j in range(n):
+            outs.append(torch.cat([xs[r][sum(splits_of(r)[:j]) :][: splits_of(r)[j]] for r in range(n)]))
+        return outs
+
+    shape_of = lambda r: (sum(splits_of(r)), 2)  # noqa: E731
+    out_shape_of = lambda j: (sum(splits_of(r)[j] for r in range(n)), 2)  # noqa: E731
+    x = seeded(shape_of(rank), seed=rank).requires_grad_()
+    y, received_splits = hvd.alltoall(x, splits=splits_of(rank), name="grad.a2a")
+    assert not received_splits.requires_grad
+    own_loss_backward(rank, x, y)
+    assert_grad(x.grad, true_gradients(n, shape_of, simulate, out_shape_of)[rank], "alltoall")
+    # Without splits (equal parts) the single returned tensor is differentiable too.
+    x = seeded((2 * n, 2), seed=rank).requires_grad_()
+    hvd.alltoall(x, name="grad.a2a.even").sum().backward()
+    assert x.grad.tolist() == [[1.0, 1.0]] * (2 * n)
+
+
+def case_reducescatter_grad() -> None:
+    hvd.init()
+    n, rank = hvd.size(), hvd.rank()
+    rows = 2 * n + 1
+    counts = [rows // n + (1 if r < rows % n else 0) for r in range(n)]
+    starts = [sum(counts[:r]) for r in range(n)]
+    for op, pre, post in ((hvd.Sum, 1.0, 1.0), (hvd.Average, 1.0, 1.0), (hvd.Average, 2.0, 0.5)):
+        def simulate(xs, op=op, pre=pre, post=post):
+            total = sum(pre * x for x in xs) * post
+            total = total / n if op == hvd.Average else total
+            return [total[starts[j] : starts[j] + counts[j]] for j in range(n)]
+
+        x = seeded((rows, 2), seed=rank).requires_grad_()
+        y = hvd.reducescatter(x, op=op, prescale_factor=pre, postscale_factor=post, name=f"grad.rs.{op}.{pre}")
+        own_loss_backward(rank, x, y)
+        expected = true_gradients(n, lambda r: (rows, 2), simulate, lambda j: (counts[j], 2))[rank]
+        assert_grad(x.grad, expected, f"reducescatter op={op} pre={pre}")
+        xs = [seeded((rows, 2), seed=rank).requires_grad_()]
+        ys = hvd.grouped_reducescatter(xs, op=op, prescale_factor=pre, postscale_factor=post, name=f"grad.grs.{op}.{pre}")
+        own_loss_backward(rank, xs[0], ys[0])
+        assert_grad(xs[0].grad, expected, f"grouped reducescatter op={op} pre={pre}")
+
+
+@pytest.mark.parametrize("np_", NP)
+def test_alltoall_gradients(np_: int) -> None:
+    cluster(case_alltoall_grad, np_)
+
+
+@pytest.mark.parametrize("np_", NP)
+def test_reducescatter_gradients(np_: int) -> None:
+    cluster(case_reducescatter_grad, np_)
+
+
+def case_second_order() -> None:
+    """The backward passes are themselves differentiable collectives (double backward works)."""
+    hvd.init()
+    n = hvd.size()
+    x = torch.full((2,), 1.0 + hvd.rank(), dtype=torch.float64, requires_grad=True)
+    y = hvd.allreduce(x, op=hvd.Sum, name="grad2.ar")  # S = sum of every rank's x
+    (g,) = torch.autograd.grad((y * y).sum(), x, create_graph=True)  # allreduce(2 S) = 2 n S
+    assert torch.allclose(g, torch.full((2,), 2.0 * n * sum(1.0 + r for r in range(n)), dtype=torch.float64))
+    g.sum().backward()  # through both allreduces again: 2 n * n
+    assert x.grad.tolist() == [2.0 * n * n] * 2
+
+
+def test_double_backward() -> None:
+    cluster(case_second_order, 2)

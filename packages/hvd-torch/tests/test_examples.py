@@ -1,0 +1,38 @@
+"""The PyTorch examples of the repository run (two ranks as threads) and reach their targets."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(os.environ.get("HVD_REPO_ROOT", pathlib.Path(__file__).resolve().parents[3]))
+EXAMPLES = ROOT / "examples" / "pytorch"
+pytestmark = pytest.mark.skipif(not EXAMPLES.is_dir(), reason=f"no examples directory at {EXAMPLES}")
+
+
+def run(script: str, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOROVOD_")}
+    return subprocess.run([sys.executable, str(EXAMPLES / script), *args], capture_output=True, text=True,
+                          timeout=280, env=env)
+
+
+def test_digits_reaches_95_percent_with_identical_weights() -> None:
+    done = run("pytorch_digits.py")
+    assert done.returncode == 0, done.stdout + done.stderr
+    final = re.search(r"final test accuracy ([0-9.]+) \(2 ranks.*identical weights on every rank: True\)", done.stdout)
+    assert final, done.stdout
+    assert float(final.group(1)) >= 0.95, done.stdout
+
+
+def test_synthetic_benchmark() -> None:
+    done = run("pytorch_synthetic_benchmark.py", "--num-warmup-batches", "1", "--num-batches-per-iter", "2",
+               "--num-iters", "2", "--batch-size", "8", "--image-size", "32", "--fp16-allreduce")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"Img/sec per CPU: [0-9.]+", done.stdout) and "Total img/sec on 2 CPU(s)" in done.stdout, done.stdout
+    refused = run("pytorch_synthetic_benchmark.py", "--use-adasum")
+    assert refused.returncode != 0 and "Adasum is not yet supported" in refused.stderr
