@@ -1,0 +1,35 @@
+// The backend's function table and its one exported symbol, hvd_backend_v1_get.
+#include "comm.h"
+
+#ifndef HVD_BACKEND_GLOO_VERSION
+#define HVD_BACKEND_GLOO_VERSION "0.0.0+unknown"
+#endif
+
+namespace {
+
+const hvd_backend_v1 kTable = {
+    HVD_BACKEND_ABI_VERSION,
+    sizeof(hvd_backend_v1),
+    "gloo",
+    HVD_BACKEND_GLOO_VERSION,
+    HVD_DEVICE_CPU,
+    0,                  // reserved
+    // send/recv on unbound buffers; float16 and bfloat16 are reduced directly (hvd_reduce.hpp's
+    // loops, as the in-memory backend does), so the engine need not widen them.
+    HVD_CAP_SEND_RECV | HVD_CAP_LOW_PRECISION,
+    hvd_gloo::CommCreate,
+    hvd_gloo::CommDestroy,
+    hvd_gloo::LastError,
+    hvd_gloo::Allreduce,
+    hvd_gloo::Allgatherv,
+    hvd_gloo::Broadcast,
+    hvd_gloo::Alltoallv,
+    hvd_gloo::Reducescatter,
+    hvd_gloo::Barrier,
+    hvd_gloo::Send,
+    hvd_gloo::Recv,
+};
+
+}  // namespace
+
+extern "C" HVD_BACKEND_EXPORT const hvd_backend_v1* hvd_backend_v1_get(void) { return &kTable; }

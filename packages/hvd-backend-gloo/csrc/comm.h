@@ -1,0 +1,59 @@
+// The communicator behind the opaque hvd_comm handle, shared by every source of the backend.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gloo/context.h>
+#include <gloo/transport/device.h>
+
+#include "horovod/hvd_backend.h"
+
+struct hvd_comm {
+  int32_t rank = 0;
+  int32_t size = 1;
+  std::vector<int32_t> job_ranks;  // job-level rank of each member, for messages
+  std::chrono::milliseconds timeout{30000};
+  // Declared before the context so that the context (and its pairs) is destroyed first. Both are
+  // null for a communicator of one member, which needs no transport.
+  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<gloo::Context> context;
+  std::string device_description;  // where this member listens, for connection errors
+
+  std::string last_error;
+  // After a Gloo call throws, its context is unusable: later calls fail at once with this reason.
+  int broken_status = HVD_OK;
+  std::string broken_reason;
+  // Communicator ranks this member was waiting on in the current call (named on a failure).
+  std::vector<int32_t> waiting_on;
+  // Receive space of reducescatter, kept between calls (grow-only).
+  std::vector<uint8_t> scratch;
+};
+
+namespace hvd_gloo {
+
+// "rank 1" (the job rank of communicator member r).
+std::string RankName(const hvd_comm* comm, int32_t r);
+// "rank 0 of 2" or "rank 0 of 2 (job ranks 0, 3)" when the communicator is a process set.
+std::string Describe(const hvd_comm* comm);
+
+// The ABI functions, installed in the hvd_backend_v1 table by backend.cc.
+int CommCreate(const hvd_comm_config_v1* config, const hvd_store_v1* store, hvd_comm** out, char* error,
+               size_t error_len);
+void CommDestroy(hvd_comm* comm);
+const char* LastError(const hvd_comm* comm);
+int Allreduce(hvd_comm* comm, const void* sendbuf, void* recvbuf, size_t count, hvd_dtype dtype, hvd_reduce_op op);
+int Allgatherv(hvd_comm* comm, const void* sendbuf, void* recvbuf, const size_t* recvcounts, hvd_dtype dtype);
+int Broadcast(hvd_comm* comm, void* buf, size_t count, hvd_dtype dtype, int32_t root);
+int Alltoallv(hvd_comm* comm, const void* sendbuf, const size_t* sendcounts, void* recvbuf, const size_t* recvcounts,
+              hvd_dtype dtype);
+int Reducescatter(hvd_comm* comm, const void* sendbuf, void* recvbuf, const size_t* recvcounts, hvd_dtype dtype,
+                  hvd_reduce_op op);
+int Barrier(hvd_comm* comm);
+int Send(hvd_comm* comm, const void* buf, size_t bytes, int32_t peer, int32_t tag);
+int Recv(hvd_comm* comm, void* buf, size_t bytes, int32_t peer, int32_t tag);
+
+}  // namespace hvd_gloo

@@ -1,0 +1,90 @@
+"""hvd-backend-gloo: CPU collectives for hvd on Facebook Gloo.
+
+The backend is a plain C++ shared library (``libhvd_backend_gloo.so``, built from ``csrc/``) that
+implements hvd-core's versioned C ABI (``horovod/hvd_backend.h``, ``hvd_backend_v1``) on Gloo's TCP
+transport. hvd-core's engine opens it with ``dlopen(RTLD_LOCAL)`` when the backend is chosen; its
+only exported symbol is ``hvd_backend_v1_get``, so the Gloo it links never meets the Gloo bundled
+in torch.
+
+hvd-core finds it through the ``horovod`` entry point (:mod:`horovod.backends.gloo.hooks`). It is
+the default CPU backend (priority 100); ask for it explicitly with ``horovodrun --gloo`` or
+``HOROVOD_CPU_OPERATIONS=gloo``. Knobs: ``HOROVOD_GLOO_TIMEOUT_SECONDS`` (connection set-up and
+each collective, default 30) and ``HOROVOD_GLOO_IFACE`` (network interface to bind).
+
+Importing this package loads no native code.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from horovod.backends.gloo.version import __version__
+
+__all__ = ["__version__", "library_path", "protect_from_global_gloo"]
+
+#: The CMake target ``hvd_backend_gloo`` is installed into this subdirectory, which holds no Python
+#: source (an editable install turns the directory holding a native file into a namespace package).
+_NATIVE_DIR = "_native"
+_LIBRARY_NAMES = ("libhvd_backend_gloo.so", "libhvd_backend_gloo.dylib")
+
+
+def library_path() -> str:
+    """Absolute path of the backend's shared library.
+
+    Raises:
+        FileNotFoundError: the library is not there (e.g. the package was imported from a source
+            tree instead of an installed wheel).
+    """
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), _NATIVE_DIR)
+    for name in _LIBRARY_NAMES:
+        candidate = os.path.join(here, name)
+        if os.path.isfile(candidate):
+            return candidate
+    found = _find_in_distribution()
+    if found is not None:
+        return found
+    raise FileNotFoundError(
+        f"hvd-backend-gloo: the backend library ({' or '.join(_LIBRARY_NAMES)}) is missing from {here}; "
+        "install the package (pip install hvd-backend-gloo, which needs Gloo: apt-get install libgloo-dev) "
+        f"rather than importing it from a source tree (Python: {sys.executable})"
+    )
+
+
+# A symbol every build of Gloo defines (gloo::Context::getTimeout() const).
+_GLOO_PROBE_SYMBOL = "_ZNK4gloo7Context10getTimeoutEv"
+
+
+def protect_from_global_gloo(path: str) -> None:
+    """Loads the library with RTLD_DEEPBIND if another Gloo's symbols are already global.
+
+    hvd-core opens backends RTLD_LOCAL, so this library never leaks Gloo's symbols. The reverse
+    can happen: ``TORCH_USE_RTLD_GLOBAL=1`` makes torch's bundled Gloo global, and the dynamic
+    linker would then bind this library's (and Debian libgloo's) references to torch's Gloo, a
+    different version (measured: a segmentation fault). Loading the library first with
+    RTLD_DEEPBIND makes it and its libgloo prefer their own symbols; hvd-core's later dlopen then
+    finds it loaded. Without a global Gloo, nothing is done.
+    """
+    import ctypes
+
+    if sys.platform != "linux" or not hasattr(os, "RTLD_DEEPBIND"):
+        return
+    if not hasattr(ctypes.CDLL(None), _GLOO_PROBE_SYMBOL):
+        return
+    ctypes.CDLL(path, mode=os.RTLD_LOCAL | os.RTLD_NOW | os.RTLD_DEEPBIND)
+
+
+def _find_in_distribution() -> str | None:
+    """Where an editable install put the library: its RECORD knows, the package directory may not."""
+    from importlib import metadata
+
+    try:
+        files = metadata.distribution("hvd-backend-gloo").files or ()
+    except metadata.PackageNotFoundError:
+        return None
+    for f in files:
+        if f.name in _LIBRARY_NAMES:
+            path = os.path.abspath(str(f.locate()))
+            if os.path.isfile(path):
+                return path
+    return None

@@ -1,0 +1,165 @@
+"""The library through its C ABI directly: what the engine never exercises.
+
+The engine always reduces in place, never sends point to point, and validates arguments before
+they reach a backend; these tests cover the rest (see _abi.py for the harness).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import _abi
+from horovod.backends.gloo import __version__
+
+
+def test_function_table() -> None:
+    table = _abi.load()
+    assert table.abi_version == 1 and table.struct_size == _abi.ctypes.sizeof(_abi._Table)
+    assert table.name == b"gloo" and table.version.decode() == __version__
+    assert table.device_kinds == _abi.DEVICE_CPU and table.capabilities == _abi.CAP_SEND_RECV | _abi.CAP_LOW_PRECISION
+
+
+@pytest.mark.parametrize("size", [2, 3])
+@pytest.mark.parametrize("in_place", [True, False])
+def test_large_allreduce_spans_many_segments(size: int, in_place: bool) -> None:
+    # Gloo's ring splits buffers into segments of at most 1 MiB: 3 MiB and an odd count give
+    # several segments per rank and a ragged last one.
+    count = 3 * 262144 + 7
+
+    def member(comm: _abi.Comm) -> None:
+        send = (np.arange(count) % 11 + comm.rank).astype(np.float32)
+        recv = send if in_place else np.full(count, -1, np.float32)
+        before = send.copy()
+        assert comm.allreduce(send, recv, "float32", _abi.SUM) == _abi.OK, comm.last_error
+        expected = sum((np.arange(count) % 11 + r).astype(np.float32) for r in range(comm.size))
+        np.testing.assert_array_equal(recv, expected)
+        if not in_place:
+            np.testing.assert_array_equal(send, before)
+
+    _abi.run_members(size, member)
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_small_and_ring_allreduce_agree_bitwise_on_every_rank(size: int) -> None:
+    # Small buffers take one exchange round, larger ones Gloo's ring (the switch is at 64 KiB sent
+    # per member). Both must give every member the very same bits, in place or not, call after
+    # call (the in-place exchange must not send from the buffer it is folding into).
+    limit = 64 * 1024 // 4 // (size - 1)
+    rng = np.random.default_rng(7)
+    inputs = {count: [rng.standard_normal(count).astype(np.float32) for _ in range(size)] for count in (3, limit, limit + 1)}
+
+    def member(comm: _abi.Comm) -> list:
+        results = []
+        for count, per_rank in inputs.items():
+            for round_ in range(4):
+                send = per_rank[comm.rank] * (round_ + 1)
+                recv = send if round_ % 2 else np.empty_like(send)
+                assert comm.allreduce(send, recv, "float32", _abi.SUM) == _abi.OK, comm.last_error
+                expected = sum(x.astype(np.float64) * (round_ + 1) for x in per_rank)
+                np.testing.assert_allclose(recv, expected, rtol=1e-5, atol=1e-5)
+                results.append(recv.tobytes())
+        return results
+
+    per_member = _abi.run_members(size, member)
+    assert all(r == per_member[0] for r in per_member[1:]), "members got different bits"
+
+
+def test_zero_element_collectives() -> None:
+    def member(comm: _abi.Comm) -> None:
+        empty = np.zeros(0, np.float32)
+        zeros = [0] * comm.size
+        assert comm.allreduce(empty, empty, "float32", _abi.SUM) == _abi.OK, comm.last_error
+        assert comm.allgatherv(empty, empty, zeros, "float32") == _abi.OK, comm.last_error
+        assert comm.broadcast(empty, "float32", 0) == _abi.OK, comm.last_error
+        assert comm.alltoallv(empty, zeros, empty, zeros, "float32") == _abi.OK, comm.last_error
+        assert comm.reducescatter(empty, empty, zeros, "float32", _abi.SUM) == _abi.OK, comm.last_error
+        assert comm.barrier() == _abi.OK, comm.last_error
+        # The communicator still works afterwards.
+        one = np.ones(3, np.int64)
+        assert comm.allreduce(one, one, "int64", _abi.SUM) == _abi.OK and one.tolist() == [comm.size] * 3
+
+    _abi.run_members(3, member)
+
+
+def test_uneven_alltoallv_and_reducescatter_with_empty_blocks() -> None:
+    n = 3
+
+    def member(comm: _abi.Comm) -> None:
+        rank = comm.rank
+        # Member r sends (r + p) % 3 elements to member p: some blocks are empty.
+        sendcounts = [(rank + p) % n for p in range(n)]
+        recvcounts = [(q + rank) % n for q in range(n)]
+        send = np.concatenate([np.full(c, 10 * rank + p, np.int32) for p, c in enumerate(sendcounts)])
+        recv = np.full(sum(recvcounts), -1, np.int32)
+        assert comm.alltoallv(send, sendcounts, recv, recvcounts, "int32") == _abi.OK, comm.last_error
+        expected = np.concatenate([np.full(c, 10 * q + rank, np.int32) for q, c in enumerate(recvcounts)])
+        np.testing.assert_array_equal(recv, expected)
+
+        counts = [2, 0, 3]  # member 1 receives nothing
+        data = np.arange(sum(counts), dtype=np.float64) + rank
+        out = np.full(counts[rank], -1.0)
+        assert comm.reducescatter(data, out, counts, "float64", _abi.MAX) == _abi.OK, comm.last_error
+        start = sum(counts[:rank])
+        np.testing.assert_array_equal(out, np.arange(start, start + counts[rank], dtype=np.float64) + (n - 1))
+
+    _abi.run_members(n, member)
+
+
+def test_send_and_recv() -> None:
+    def member(comm: _abi.Comm) -> None:
+        payload = np.arange(100000, dtype=np.int64)
+        if comm.rank == 0:
+            assert comm.send(payload, 1, 7) == _abi.OK, comm.last_error
+            assert comm.send(np.zeros(0, np.int64), 1, 8) == _abi.OK, comm.last_error
+            answer = np.zeros(1, np.int64)
+            assert comm.recv(answer, 1, 9) == _abi.OK, comm.last_error
+            assert answer[0] == int(payload.sum())
+        else:
+            got = np.zeros_like(payload)
+            assert comm.recv(got, 0, 7) == _abi.OK, comm.last_error
+            assert comm.recv(np.zeros(0, np.int64), 0, 8) == _abi.OK, comm.last_error
+            np.testing.assert_array_equal(got, payload)
+            assert comm.send(np.array([got.sum()], np.int64), 0, 9) == _abi.OK, comm.last_error
+        bad = np.zeros(1, np.int64)
+        assert comm.send(bad, comm.rank, 0) == _abi.INVALID_ARGUMENT
+        assert "not another member" in comm.last_error
+        assert comm.recv(bad, 5, 0) == _abi.INVALID_ARGUMENT
+
+    _abi.run_members(2, member)
+
+
+def test_invalid_arguments_are_refused_without_breaking_the_communicator() -> None:
+    def member(comm: _abi.Comm) -> None:
+        buf = np.ones(2, np.float32)
+        assert comm.broadcast(buf, "float32", comm.size) == _abi.INVALID_ARGUMENT
+        assert "gloo broadcast" in comm.last_error and "out of range" in comm.last_error
+        assert comm.table.allreduce(comm.handle, buf.ctypes.data, buf.ctypes.data, 2, 42, _abi.SUM) == _abi.INVALID_ARGUMENT
+        assert comm.allreduce(buf, buf, "float32", _abi.SUM) == _abi.OK, comm.last_error
+        assert buf.tolist() == [comm.size] * 2
+
+    _abi.run_members(2, member)
+
+
+def test_comm_create_refuses_what_it_cannot_serve() -> None:
+    table, store = _abi.load(), _abi.Store()
+    with pytest.raises(RuntimeError, match=r"\(1\): gloo: rank 2 is out of range for size 2"):
+        _abi.create(table, store, 2, 2, "bad", 1000)
+    config = _abi.Config(_abi.ctypes.sizeof(_abi.Config), 0, 1, None, b"cuda", 1000, 2, 0)
+    handle = _abi.ctypes.c_void_p()
+    error = _abi.ctypes.create_string_buffer(256)
+    rc = table.comm_create(_abi.ctypes.byref(config), _abi.ctypes.byref(store.struct), _abi.ctypes.byref(handle), error, 256)
+    assert rc == _abi.UNSUPPORTED and b"CPU" in error.value and not handle.value
+
+
+def test_interface_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    def member(comm: _abi.Comm) -> list:
+        buf = np.full(4, comm.rank + 1, np.int32)
+        assert comm.allreduce(buf, buf, "int32", _abi.SUM) == _abi.OK, comm.last_error
+        return buf.tolist()
+
+    monkeypatch.setenv("HOROVOD_GLOO_IFACE", "lo")
+    assert _abi.run_members(2, member) == [[3] * 4] * 2
+    monkeypatch.setenv("HOROVOD_GLOO_IFACE", "no-such-iface0")
+    with pytest.raises(AssertionError, match="HOROVOD_GLOO_IFACE=no-such-iface0 names no usable network interface"):
+        _abi.run_members(2, member, timeout_ms=5000)

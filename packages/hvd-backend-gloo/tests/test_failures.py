@@ -1,0 +1,84 @@
+"""A rank that does not take part, or disappears, becomes a clear error, not a hang.
+
+Through the engine: a rank that arrives after HOROVOD_GLOO_TIMEOUT_SECONDS makes the others fail
+with HorovodInternalError naming gloo, the missing rank and the timeout. Through the C ABI (the
+engine keeps every rank negotiating, so it cannot leave a collective unmatched): a collective a
+peer never joins times out, and a peer that closes its connections is reported as lost without
+waiting for the timeout. Every test is bounded by its cluster's or harness's own time limit.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+import _abi
+import horovod.common as hvd
+from horovod.common.testing import run_cluster
+
+
+def test_a_rank_that_never_arrives_fails_init_within_the_timeout() -> None:
+    def case() -> tuple[str, float]:
+        from horovod.common import basics
+
+        rank = basics._slot().launch.topology.rank  # known before init(): the test kit's launch
+        if rank == 1:
+            time.sleep(4)  # past HOROVOD_GLOO_TIMEOUT_SECONDS=2: rank 0 has given up by now
+        start = time.monotonic()
+        try:
+            hvd.init()
+        except hvd.HorovodInternalError as error:
+            return str(error), time.monotonic() - start
+        hvd.shutdown()
+        return "", time.monotonic() - start
+
+    (error0, _), (error1, _) = run_cluster(case, 2, backend="gloo", env={"HOROVOD_GLOO_TIMEOUT_SECONDS": "2"},
+                                           timeout=60)
+    assert "gloo" in error0 and "rank 1 did not arrive within 2 s" in error0, error0
+    assert "HOROVOD_GLOO_TIMEOUT_SECONDS" in error0, error0
+    # Rank 1 sees that rank 0 arrived, but rank 0 has given up: rank 1 fails too, naming rank 0.
+    assert "gloo: could not connect rank 1 of 2: rank 0 did not publish its Gloo address" in error1, error1
+
+
+def test_a_collective_a_peer_never_joins_times_out() -> None:
+    done = threading.Event()
+
+    def member(comm: _abi.Comm) -> tuple[int, str, int, str]:
+        if comm.rank == 1:
+            done.wait(30)  # connected, but never calls the collective
+            return (0, "", 0, "")
+        buf = np.ones(4, np.float32)
+        try:
+            rc = comm.allreduce(buf, buf, "float32", _abi.SUM)
+            message = comm.last_error
+            again = comm.barrier()  # the context is unusable after Gloo failed
+            return (rc, message, again, comm.last_error)
+        finally:
+            done.set()
+
+    (rc, message, again, again_message), _ = _abi.run_members(2, member, timeout_ms=2000)
+    assert rc == _abi.TIMEOUT, message
+    assert message.startswith("gloo allreduce (rank 0 of 2, waiting on rank 1): timed out after 2 s"), message
+    assert "HOROVOD_GLOO_TIMEOUT_SECONDS" in message, message
+    assert again == _abi.TIMEOUT and "unusable after an earlier failure" in again_message, again_message
+
+
+def test_a_peer_that_disappears_is_reported_lost_before_the_timeout() -> None:
+    gone = threading.Event()
+
+    def member(comm: _abi.Comm) -> tuple[int, str]:
+        if comm.rank == 1:
+            comm.destroy()  # closes its connections, as a crashed process would
+            gone.set()
+            return (0, "")
+        gone.wait(30)
+        buf = np.ones(1 << 20, np.float32)
+        rc = comm.allreduce(buf, buf, "float32", _abi.SUM)
+        return (rc, comm.last_error)
+
+    (rc, message), _ = _abi.run_members(2, member, timeout_ms=30000)
+    # PEER_LOST rather than TIMEOUT: found out from the closed connection, not by waiting 30 s.
+    assert rc == _abi.PEER_LOST, message
+    assert message.startswith("gloo allreduce (rank 0 of 2") and "lost the connection to a peer" in message, message
