@@ -72,7 +72,9 @@ Comm::~Comm() {
 Status Comm::Check(int rc, const char* what) const {
   if (rc == HVD_OK) return Status::Ok();
   const char* detail = backend_->api()->last_error(handle_);
-  return Status::Aborted(backend_->name() + " " + what + " failed: " + (detail && *detail ? detail : "no detail given"));
+  std::string name = backend_->name();
+  if (detail && *detail && std::string(detail).rfind(name, 0) == 0) return Status::Aborted(detail);  // self-contained
+  return Status::Aborted(name + " " + what + " failed: " + (detail && *detail ? detail : "no detail given"));
 }
 
 Status Comm::Allreduce(const void* send, void* recv, size_t count, hvd_dtype dtype, hvd_reduce_op op) {

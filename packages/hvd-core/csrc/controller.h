@@ -32,6 +32,7 @@ struct CycleResult {
   std::vector<uint8_t> records;  // step 1's gathered records, which the inline parts point into
   bool shutdown = false;
   std::string shutdown_error;
+  bool anyone_busy = false;  // some member had work pending (no member may slow its cycling down)
 };
 
 struct NegotiationStats {
@@ -44,7 +45,8 @@ struct NegotiationStats {
 class Controller {
  public:
   Controller(const Logger& log, int64_t inline_bytes) : log_(log), inline_bytes_(inline_bytes) {}
-  Status RunCycle(ProcessSet& ps, bool want_shutdown, CycleResult* out, NegotiationStats* stats);
+  // `busy`: this rank has work pending anywhere (reported so that idle peers keep cycling).
+  Status RunCycle(ProcessSet& ps, bool want_shutdown, bool busy, CycleResult* out, NegotiationStats* stats);
 
  private:
   Request MakeRequest(const ProcessSet& ps, const TensorEntry& e, bool invalidate) const;

@@ -1,6 +1,7 @@
 #include "engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <set>
 
 #include "validation.h"
@@ -239,8 +240,13 @@ void Engine::Complete(ProcessSet& ps, std::unique_ptr<TensorEntry> e, Status sta
   e->handle->Complete(std::move(status));
 }
 
+// When no rank has anything pending, cycles slow down (doubling, up to this many cycle times) so
+// an idle job does not keep cores busy; any work, on any rank, brings them back to full speed.
+constexpr int64_t kMaxIdleCycleMultiple = 16;
+
 void Engine::Loop() {
-  const auto idle_wait = std::chrono::microseconds((int64_t)(config_.cycle_time_ms * 1000));
+  const auto cycle = std::chrono::microseconds(std::max<int64_t>(1, (int64_t)(config_.cycle_time_ms * 1000)));
+  auto idle_wait = cycle;
   Status failure;
   bool stop = false;
   while (!stop) {
@@ -274,13 +280,15 @@ void Engine::Loop() {
         if (kv.second->member()) active.push_back(kv.second.get());
     }
     timeline_.MarkCycle();
+    bool anyone_busy = false;
     for (ProcessSet* ps : active) {
-      failure = RunSet(*ps, want_shutdown, &stop);
+      failure = RunSet(*ps, want_shutdown, &stop, &anyone_busy);
       if (stop || !failure.ok()) {
         stop = true;
         break;
       }
     }
+    idle_wait = anyone_busy ? cycle : std::min(idle_wait * 2, cycle * kMaxIdleCycleMultiple);
     std::lock_guard<std::mutex> lk(mu_);
     for (int32_t id : sets_to_remove_) sets_.erase(id);
     sets_to_remove_.clear();
@@ -289,11 +297,19 @@ void Engine::Loop() {
   FailEverything(failure.ok() ? Status::Aborted("Horovod has been shut down") : failure);
 }
 
-Status Engine::RunSet(ProcessSet& ps, bool want_shutdown, bool* stop) {
+Status Engine::RunSet(ProcessSet& ps, bool want_shutdown, bool* stop, bool* anyone_busy) {
   CycleResult result;
-  // Only the global set carries the shutdown flag: every rank sees it in the same cycle.
-  Status st = controller_.RunCycle(ps, want_shutdown && ps.id == 0, &result, &negotiation_stats_);
+  // Only the global set carries the shutdown flag: every rank sees it in the same cycle. It also
+  // carries whether this rank has work anywhere, so that peers in other sets keep cycling.
+  bool busy = false;
+  if (ps.id == 0) {
+    std::lock_guard<std::mutex> lk(mu_);
+    busy = !queue_.empty();
+    for (auto& kv : sets_) busy = busy || !kv.second->pending.empty();
+  }
+  Status st = controller_.RunCycle(ps, want_shutdown && ps.id == 0, busy, &result, &negotiation_stats_);
   if (!st.ok()) return st;
+  *anyone_busy = *anyone_busy || result.anyone_busy;
   if (result.shutdown) {
     *stop = true;
     return result.shutdown_error.empty() ? Status::Ok() : Status::Aborted(result.shutdown_error);

@@ -2,8 +2,9 @@
 //
 // Callers enqueue operations and get handles; one background thread (no Python on it) drains the
 // queue, runs negotiation for each process set it belongs to, and executes what is ready. The
-// thread wakes as soon as work arrives; when idle it still takes part in a cycle at least every
-// HOROVOD_CYCLE_TIME so that peers with work never wait on it longer than that.
+// thread wakes as soon as work arrives; otherwise it takes part in a cycle every HOROVOD_CYCLE_TIME
+// while any rank has work pending (so such peers never wait on it longer than that), and less
+// often, down to one cycle every 16 cycle times, while the whole job is idle.
 #pragma once
 
 #include <condition_variable>
@@ -79,7 +80,7 @@ class Engine {
 
  private:
   void Loop();
-  Status RunSet(ProcessSet& ps, bool want_shutdown, bool* stop);
+  Status RunSet(ProcessSet& ps, bool want_shutdown, bool* stop, bool* anyone_busy);
   Status Connect(ProcessSet& ps);
   Status CheckConfigAgreement();
   Status ApplyProcessSetChange(const Response& r);

@@ -173,16 +173,22 @@ Status Executor::Allreduce(ProcessSet& ps, const Response& r, std::vector<std::u
     size_t count = (size_t)Elements(r.shapes[0]);
     std::vector<uint8_t> neutral;
     void* buf;
+    const void* send;
     if (e) {
       buf = e->output.data;
-      if (e->input.data != buf && count) std::memcpy(buf, e->input.data, count * esize);
-      Scale(r.dtype, buf, count, r.prescale);
+      send = e->input.data;  // out of place when unscaled: the backend reads the input directly
+      if (r.prescale != 1.0) {
+        if (e->input.data != buf && count) std::memcpy(buf, e->input.data, count * esize);
+        Scale(r.dtype, buf, count, r.prescale);
+        send = buf;
+      }
     } else {
       neutral.resize(count * esize);
       hvd::fill_identity(r.dtype, op, neutral.data(), count);
       buf = neutral.data();
+      send = buf;
     }
-    Status st = ps.comm->Allreduce(buf, buf, count, r.dtype, op);
+    Status st = ps.comm->Allreduce(send, buf, count, r.dtype, op);
     if (st.ok() && e) Scale(r.dtype, buf, count, post);
     return st;
   }

@@ -141,7 +141,8 @@ typedef struct hvd_backend_v1 {
                        hvd_dtype dtype, hvd_reduce_op op);
   int (*barrier)(hvd_comm* comm);
 
-  /* Optional (HVD_CAP_SEND_RECV); NULL otherwise. */
+  /* Optional (HVD_CAP_SEND_RECV); NULL otherwise. A send may block until the peer posts the
+   * matching recv (as Gloo's does): callers order sends and receives so that they pair up. */
   int (*send)(hvd_comm* comm, const void* buf, size_t bytes, int32_t peer, int32_t tag);
   int (*recv)(hvd_comm* comm, void* buf, size_t bytes, int32_t peer, int32_t tag);
 } hvd_backend_v1;
