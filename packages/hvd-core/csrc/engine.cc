@@ -157,8 +157,9 @@ std::shared_ptr<HandleState> Engine::Enqueue(std::unique_ptr<TensorEntry> e) {
   e->handle = handle;
   e->enqueued_us = NowMicros();
   queue_.push_back(std::move(e));
+  bool wake = loop_waiting_;
   lk.unlock();
-  cv_.notify_one();
+  if (wake) cv_.notify_one();  // a busy loop drains the queue at its next cycle anyway
   return handle;
 }
 
@@ -254,7 +255,9 @@ void Engine::Loop() {
     bool want_shutdown;
     {
       std::unique_lock<std::mutex> lk(mu_);
+      loop_waiting_ = true;
       cv_.wait_for(lk, idle_wait, [&] { return !queue_.empty() || shutdown_requested_; });
+      loop_waiting_ = false;
       while (!queue_.empty()) {
         std::unique_ptr<TensorEntry> e = std::move(queue_.front());
         queue_.pop_front();

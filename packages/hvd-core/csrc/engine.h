@@ -109,6 +109,7 @@ class Engine {
   bool started_ = false;
   bool running_ = false;
   bool shutdown_requested_ = false;
+  bool loop_waiting_ = false;  // the loop sleeps on cv_: only then does Enqueue need to wake it
   Status stop_status_;
   std::thread thread_;
 };

@@ -286,14 +286,18 @@ NB_MODULE(_core, m) {
           [](Engine& eng, int op_type, const std::string& name, std::optional<AnyArray> input, int dtype,
              std::vector<int64_t> shape, std::optional<AnyArray> output, int op, int root, double prescale,
              double postscale, int process_set, std::optional<std::vector<int64_t>> splits, int64_t group_id,
-             int group_size, uint32_t device_kind) {
+             int group_size, uint32_t device_kind, bool inplace) {
             if (op_type < 0 || op_type >= kOpTypeCount) Throw(Status::InvalidArgument("unknown op type"));
             if (op < 0 || op >= kReduceOpCount) Throw(Status::InvalidArgument("unknown reduce op " + std::to_string(op)));
             auto e = std::make_unique<TensorEntry>();
             e->type = (OpType)op_type;
             e->name = name;
             e->input = MakeView("input", name, input, dtype, shape, device_kind);
-            if (output) e->output = MakeView("output", name, output, dtype, shape, device_kind);
+            if (inplace) {
+              e->output = e->input;  // the result overwrites the input: one buffer crosses, not two
+            } else if (output) {
+              e->output = MakeView("output", name, output, dtype, shape, device_kind);
+            }
             e->op = (ReduceOp)op;
             e->root = root;
             e->prescale = prescale;
@@ -307,7 +311,7 @@ NB_MODULE(_core, m) {
           "op_type"_a, "name"_a, "input"_a.none(), "dtype"_a, "shape"_a, "output"_a.none() = nb::none(),
           "op"_a = (int)ReduceOp::kSum, "root"_a = -1, "prescale"_a = 1.0, "postscale"_a = 1.0, "process_set"_a = 0,
           "splits"_a.none() = nb::none(), "group_id"_a = -1, "group_size"_a = 0,
-          "device_kind"_a = (uint32_t)HVD_DEVICE_CPU)
+          "device_kind"_a = (uint32_t)HVD_DEVICE_CPU, "inplace"_a = false)
       .def("add_process_set", &Engine::AddProcessSet, "ranks"_a)
       .def("remove_process_set", &Engine::RemoveProcessSet, "id"_a)
       .def("process_sets",

@@ -103,9 +103,10 @@ class Collectives:
             a.buffer(prepared),
             dtype,
             shape,
-            a.buffer(out) if out is not None else None,
+            a.buffer(out) if out is not None and out is not prepared else None,
             process_set=process_set_id(process_set),
             device_kind=device,
+            inplace=out is prepared,
             **options,
         )
         if finish is None:
