@@ -12,9 +12,29 @@ from horovod.common.config import Topology
 
 @dataclasses.dataclass
 class _Pending:
-    core: Any  # _core.Handle
+    core: Any  # _core.Handle (or _Combined)
     keep_alive: tuple  # the caller's buffers, borrowed by the engine until completion
     finish: Callable[[Any], Any]  # turns the completed core handle into the caller's result
+
+
+class _Combined:
+    """Several operations behind one handle (a grouped call): done when all are done."""
+
+    def __init__(self, parts: list[_Pending]) -> None:
+        self.parts = parts
+
+    def poll(self) -> bool:
+        return all(p.core.poll() for p in self.parts)
+
+    def wait(self) -> None:
+        error = None
+        for p in self.parts:  # wait for every part, even after one failed, so none is left running
+            try:
+                p.core.wait()
+            except BaseException as e:  # noqa: BLE001 - re-raised below
+                error = error or e
+        if error is not None:
+            raise error
 
 
 class Context:
@@ -44,6 +64,13 @@ class Context:
         with self._lock:
             self._handles[handle] = _Pending(core, keep_alive, finish)
         return handle
+
+    def combine(self, handles: list[int], finish: Callable[[list], Any]) -> int:
+        """One handle for several: ``synchronize`` waits for all and returns ``finish(results)``."""
+        with self._lock:
+            parts = [self._handles.pop(h) for h in handles]
+        combined = _Combined(parts)
+        return self.submit(combined, (), lambda c: finish([p.finish(p.core) for p in c.parts]))
 
     def poll(self, handle: int) -> bool:
         return self._pending(handle).core.poll()
