@@ -137,9 +137,19 @@ Status Controller::RunCycle(ProcessSet& ps, bool want_shutdown, bool busy, Cycle
       bool has = GetBit(rec(r) + kBitmapsAt, s);
       someone = someone || has;
       everyone = everyone && (has || joined[r]);
-      all_inline = all_inline && (joined[r] || GetBit(rec(r) + kBitmapsAt + bitmap, s));
+      // A joined rank that still holds the tensor contributes real data: it must have sent it.
+      all_inline = all_inline && ((joined[r] && !has) || GetBit(rec(r) + kBitmapsAt + bitmap, s));
     }
     const Response& r = ps.cache.Get(s);
+    if (someone && everyone && r.type == OpType::kBroadcast && joined[r.root] &&
+        !GetBit(rec(r.root) + kBitmapsAt, s)) {
+      // The root has joined: the coordinator must report it. Every rank drops the entry (the
+      // decision uses only gathered records), so the holders renegotiate it next cycle.
+      for (int32_t m = 0; m < n; ++m)
+        if (GetBit(rec(m) + kBitmapsAt + bitmap, s)) inline_offset[m] += ResponseBytes(r);
+      ps.cache.Erase(s);
+      continue;
+    }
     InlineReduction reduction;
     if (someone && everyone && all_inline) reduction.parts.resize(n, nullptr);
     for (int32_t m = 0; m < n; ++m) {
@@ -188,14 +198,22 @@ Status Controller::Coordinate(ProcessSet& ps, const std::vector<uint8_t>& encode
       if (counts[r]) {
         std::vector<Request> theirs;
         Status decoded = DecodeRequests(gathered.data() + offset, counts[r], &theirs);
-        if (!decoded.ok()) return Status::Aborted("from rank " + std::to_string(ps.ranks[r]) + ": " + decoded.message());
+        if (!decoded.ok()) {  // still broadcast: every member must learn why the job stops
+          list.shutdown_error = "from rank " + std::to_string(ps.ranks[r]) + ": " + decoded.message();
+          break;
+        }
         for (Request& q : theirs) q.rank = r;  // trust the transport's notion of the sender, not the message
         ps.coordinator.Add(theirs, now, ps.cache, &list);
       }
       offset += counts[r];
     }
-    ps.coordinator.Collect(&list);
-    list.shutdown_error = stall_error;
+    if (list.shutdown_error.empty()) {
+      ps.coordinator.Collect(&list);
+      list.shutdown_error = stall_error;
+    } else {
+      list.responses.clear();
+      list.cache_erase.clear();
+    }
     EncodeResponseList(list, &reply);
   }
   uint64_t reply_len = reply.size();

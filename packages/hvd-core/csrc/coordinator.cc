@@ -187,10 +187,21 @@ Response Coordinator::Build(const std::string& name, const Pending& p) const {
       ok = ok && agree("shapes (all dimensions but the first must match)", trailing);
       break;
     case OpType::kAddProcessSet:
-      ok = ok && agree("process set members", [](const Request& r) { return RanksString(r.ranks); });
-      break;
     case OpType::kRemoveProcessSet:
-      ok = ok && agree("process set ids", [](const Request& r) { return RanksString(r.ranks); });
+      if (ref.type == OpType::kAddProcessSet) {
+        ok = ok && agree("process set members", [](const Request& r) { return RanksString(r.ranks); });
+      } else {
+        ok = ok && agree("process set ids", [](const Request& r) { return RanksString(r.ranks); });
+      }
+      // Every rank must apply the change at the same point; a joined rank cannot take part.
+      if (ok && (int32_t)present.size() < size_) {
+        std::vector<int32_t> joined_ranks;
+        for (int32_t r = 0; r < size_; ++r)
+          if (!p.has[r]) joined_ranks.push_back(r);
+        error.error = std::string(OpTypeName(ref.type)) + " cannot run while ranks " + RanksString(joined_ranks) +
+                      " have joined; change process sets before calling join()";
+        ok = false;
+      }
       break;
     default:
       break;

@@ -43,14 +43,24 @@ Status Engine::Connect(ProcessSet& ps) {
 Status Engine::CheckConfigAgreement() {
   ProcessSet& global = *sets_.at(0);
   int32_t n = global.size();
-  constexpr int kCount = 4;
+  // Static process sets must list the same ranks everywhere: compared through a hash.
+  uint64_t sets_hash = 1469598103934665603ull;
+  for (const auto& set : config_.process_sets) {
+    std::vector<int32_t> sorted = set;
+    std::sort(sorted.begin(), sorted.end());
+    for (int32_t r : sorted) sets_hash = (sets_hash ^ (uint64_t)(uint32_t)r) * 1099511628211ull;
+    sets_hash = (sets_hash ^ 0xFFFFFFFFull) * 1099511628211ull;
+  }
+  constexpr int kCount = 5;
   int64_t mine[kCount] = {config_.cache_capacity, config_.inline_bytes, config_.dynamic_process_sets ? 1 : 0,
-                          (int64_t)config_.process_sets.size()};
+                          (int64_t)(sets_hash >> 1), config_.fusion_threshold};
   std::vector<int64_t> all(kCount * (size_t)n);
   Status st = global.comm->Allgatherv(mine, all.data(), std::vector<size_t>(n, kCount), HVD_DTYPE_INT64);
   if (!st.ok()) return st;
+  // Each of these shapes the collective calls every rank makes: ranks that differ would diverge.
   const char* names[kCount] = {"HOROVOD_CACHE_CAPACITY", "HOROVOD_NEGOTIATION_INLINE_BYTES",
-                               "HOROVOD_DYNAMIC_PROCESS_SETS", "the number of process sets"};
+                               "HOROVOD_DYNAMIC_PROCESS_SETS", "the static process sets (a hash of their ranks)",
+                               "HOROVOD_FUSION_THRESHOLD"};
   for (int k = 0; k < kCount; ++k) {
     for (int32_t r = 0; r < n; ++r) {
       if (all[kCount * r + k] != all[k]) {
@@ -111,7 +121,12 @@ void Engine::Shutdown() {
     shutdown_requested_ = true;
   }
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  std::thread loop;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    loop.swap(thread_);  // only one caller joins, even if two shut down at once
+  }
+  if (loop.joinable()) loop.join();
   std::lock_guard<std::mutex> lk(mu_);
   sets_.clear();  // destroys the communicators
   timeline_.Stop();
@@ -183,7 +198,7 @@ std::shared_ptr<HandleState> Engine::AddProcessSet(std::vector<int32_t> ranks) {
   }
   auto e = std::make_unique<TensorEntry>();
   e->type = OpType::kAddProcessSet;
-  e->name = "__hvd.process_set_change." + std::to_string(process_set_requests_++);
+  e->name = NextProcessSetChangeName();
   e->ranks = ranks;
   return Enqueue(std::move(e));
 }
@@ -200,9 +215,14 @@ std::shared_ptr<HandleState> Engine::RemoveProcessSet(int32_t id) {
   }
   auto e = std::make_unique<TensorEntry>();
   e->type = OpType::kRemoveProcessSet;
-  e->name = "__hvd.process_set_change." + std::to_string(process_set_requests_++);
+  e->name = NextProcessSetChangeName();
   e->ranks = {id};
   return Enqueue(std::move(e));
+}
+
+std::string Engine::NextProcessSetChangeName() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return "__hvd.process_set_change." + std::to_string(process_set_requests_++);
 }
 
 std::vector<ProcessSetInfo> Engine::ProcessSets() {
@@ -296,6 +316,10 @@ void Engine::Loop() {
     for (int32_t id : sets_to_remove_) sets_.erase(id);
     sets_to_remove_.clear();
   }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (failure.ok()) failure = deferred_failure_;
+  }
   if (!failure.ok()) HVD_LOG(log_, kError) << failure.message();
   FailEverything(failure.ok() ? Status::Aborted("Horovod has been shut down") : failure);
 }
@@ -314,6 +338,14 @@ Status Engine::RunSet(ProcessSet& ps, bool want_shutdown, bool* stop, bool* anyo
   if (!st.ok()) return st;
   *anyone_busy = *anyone_busy || result.anyone_busy;
   if (result.shutdown) {
+    if (ps.id != 0) {
+      // A stall shutdown decided in a process set: the global set carries it to every rank in the
+      // next cycle (instead of the other ranks timing out); this rank then fails with the stall.
+      std::lock_guard<std::mutex> lk(mu_);
+      shutdown_requested_ = true;
+      if (deferred_failure_.ok()) deferred_failure_ = Status::Aborted(result.shutdown_error);
+      return Status::Ok();
+    }
     *stop = true;
     return result.shutdown_error.empty() ? Status::Ok() : Status::Aborted(result.shutdown_error);
   }
@@ -339,6 +371,9 @@ Status Engine::RunSet(ProcessSet& ps, bool want_shutdown, bool* stop, bool* anyo
 Status Engine::ApplyProcessSetChange(const Response& r) {
   ProcessSet& global = *sets_.at(0);
   auto it = global.pending.find(r.names[0]);
+  if (it == global.pending.end()) {  // the coordinator only orders changes every rank submitted
+    return Status::Aborted("process set change '" + r.names[0] + "' arrived at a rank that did not request it");
+  }
   std::unique_ptr<TensorEntry> e = std::move(it->second);
   global.pending.erase(it);
   global.arrival.erase(std::find(global.arrival.begin(), global.arrival.end(), r.names[0]));

@@ -84,6 +84,7 @@ class Engine {
   Status Connect(ProcessSet& ps);
   Status CheckConfigAgreement();
   Status ApplyProcessSetChange(const Response& r);
+  std::string NextProcessSetChangeName();
   void Complete(ProcessSet& ps, std::unique_ptr<TensorEntry> entry, Status status);
   void FailEverything(const Status& status);
   ProcessSet* FindSet(int32_t id);  // requires mu_
@@ -111,6 +112,7 @@ class Engine {
   bool shutdown_requested_ = false;
   bool loop_waiting_ = false;  // the loop sleeps on cv_: only then does Enqueue need to wake it
   Status stop_status_;
+  Status deferred_failure_;  // a process set's stall shutdown, raised once the global set stops
   std::thread thread_;
 };
 

@@ -320,3 +320,93 @@ def test_inline_negotiation_can_be_disabled() -> None:
         return _stats()["inline_reductions"]
 
     assert run_cluster(case, 2, env={"HOROVOD_NEGOTIATION_INLINE_BYTES": "0"}) == [0, 0]
+
+
+# Regressions: joined ranks and process-set changes, broadcasts from a joined root, inline data of
+# a joined rank, settings that must agree.
+
+
+def test_process_set_change_while_a_rank_has_joined_is_an_error_on_every_rank() -> None:
+    def case() -> str:
+        hvd.init()
+        if hvd.rank() == 2:
+            hvd.join()
+            return "joined"
+        try:
+            hvd.add_process_set([0, 1])
+        except hvd.CollectiveMismatchError as error:
+            message = str(error)
+        else:
+            message = "no error"
+        hvd.join()
+        return message
+
+    results = run_cluster(case, 3, env={"HOROVOD_DYNAMIC_PROCESS_SETS": "1"}, timeout=60)
+    assert results[2] == "joined"
+    assert all("cannot run while ranks [2] have joined" in r for r in results[:2]), results
+
+
+def test_cached_broadcast_from_a_joined_root_is_an_error_not_zeros() -> None:
+    def case() -> object:
+        hvd.init()
+        rank = hvd.rank()
+        first = hvd.broadcast(np.full(4, 7.0 if rank == 1 else 0.0, np.float32), root_rank=1, name="b")
+        assert first.tolist() == [7.0] * 4
+        if rank == 1:
+            hvd.join()
+            return "joined"
+        try:
+            hvd.broadcast(np.zeros(4, np.float32), root_rank=1, name="b")  # cached, but the root joined
+        except hvd.CollectiveMismatchError as error:
+            result = str(error)
+        else:
+            result = "no error"
+        hvd.join()
+        return result
+
+    results = run_cluster(case, 2, timeout=60)
+    assert "root rank 1, which has already joined" in results[0], results
+
+
+def test_joined_rank_data_is_not_dropped_from_inline_reductions() -> None:
+    def case() -> list:
+        hvd.init()
+        rank = hvd.rank()
+        for name in ("y", "x"):  # cache both; 600 bytes each, so only one fits the 1 KiB inline budget
+            hvd.allreduce(np.ones(150, np.float32), name=name, op=hvd.Sum)
+        if rank == 1:
+            hy = hvd.allreduce_async(np.ones(150, np.float32), name="y", op=hvd.Sum)
+            hx = hvd.allreduce_async(np.full(150, 10.0, np.float32), name="x", op=hvd.Sum)
+            hvd.join()
+            return [float(hvd.synchronize(hx)[0]), float(hvd.synchronize(hy)[0])]
+        time.sleep(0.3)  # rank 1 has submitted both and joined
+        x = float(hvd.allreduce(np.full(150, 1.0, np.float32), name="x", op=hvd.Sum)[0])
+        y = float(hvd.allreduce(np.ones(150, np.float32), name="y", op=hvd.Sum)[0])
+        hvd.join()
+        return [x, y]
+
+    assert run_cluster(case, 2, timeout=60) == [[11.0, 2.0], [11.0, 2.0]]
+
+
+def test_settings_that_shape_the_protocol_must_agree(monkeypatch) -> None:
+    from horovod.common import config
+
+    original = config.engine_config
+
+    def rank_1_differs(core, env, *, rank, size, key_prefix):
+        c = original(core, env, rank=rank, size=size, key_prefix=key_prefix)
+        if rank == 1:
+            c.fusion_threshold = 0
+        return c
+
+    monkeypatch.setattr(config, "engine_config", rank_1_differs)
+
+    def case() -> str:
+        try:
+            hvd.init()
+        except ValueError as error:
+            return str(error)
+        return "started"
+
+    results = run_cluster(case, 2, timeout=60)
+    assert all("HOROVOD_FUSION_THRESHOLD differs between ranks" in r for r in results), results
