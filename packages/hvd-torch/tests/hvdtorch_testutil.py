@@ -15,6 +15,7 @@ import torch
 
 import horovod.torch as hvd
 from horovod.common.testing import run_cluster
+from horovod.common.testing.cases import expect_error  # noqa: F401  (shared with hvd-core's suite)
 
 ALL_DTYPES = (
     torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
@@ -83,15 +84,6 @@ def assert_close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtyp
     assert torch.allclose(a, e, rtol=tolerance, atol=tolerance), f"{what}: got {a.flatten()[:8]}, expected {e.flatten()[:8]}"
 
 
-def expect_error(kind: type, fragments: tuple[str, ...], call: Callable[[], object]) -> str:
-    try:
-        call()
-    except kind as error:
-        message = str(error)
-        for fragment in fragments:
-            assert fragment in message, f"{fragment!r} not in error: {message}"
-        return message
-    raise AssertionError(f"expected {kind.__name__} containing {fragments}")
 
 
 def seeded(shape: tuple[int, ...], seed: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:

@@ -287,7 +287,8 @@ def _size_from_env() -> int:
     return launch_from_environment().topology.size
 
 
-def _expect_error(kind: type, fragments: tuple[str, ...], call: Callable[[], object]) -> str:
+def expect_error(kind: type, fragments: tuple[str, ...], call: Callable[[], object]) -> str:
+    """Runs `call`, which must raise `kind` with every fragment in its message; returns the message."""
     try:
         call()
     except kind as error:
@@ -307,19 +308,19 @@ def case_mismatches() -> None:
     last = n - 1
     odd = rank == last  # the last rank disagrees with everybody else
     mismatch = hvd.CollectiveMismatchError
-    _expect_error(mismatch, ("'mm.shape'", "shapes", f"rank {last} has [3]"),
+    expect_error(mismatch, ("'mm.shape'", "shapes", f"rank {last} has [3]"),
                   lambda: hvd.allreduce(np.ones(3 if odd else 2, np.float32), name="mm.shape"))
-    _expect_error(mismatch, ("'mm.dtype'", "data types", f"rank {last} has float64"),
+    expect_error(mismatch, ("'mm.dtype'", "data types", f"rank {last} has float64"),
                   lambda: hvd.allreduce(np.ones(2, np.float64 if odd else np.float32), name="mm.dtype"))
-    _expect_error(mismatch, ("'mm.op'", "reduce ops", f"rank {last} has Max"),
+    expect_error(mismatch, ("'mm.op'", "reduce ops", f"rank {last} has Max"),
                   lambda: hvd.allreduce(np.ones(2), name="mm.op", op=hvd.Max if odd else hvd.Sum))
-    _expect_error(mismatch, ("'mm.root'", "root ranks"),
+    expect_error(mismatch, ("'mm.root'", "root ranks"),
                   lambda: hvd.broadcast(np.ones(2), root_rank=1 if odd else 0, name="mm.root"))
-    _expect_error(mismatch, ("'mm.scale'", "prescale factors", f"rank {last} has 3"),
+    expect_error(mismatch, ("'mm.scale'", "prescale factors", f"rank {last} has 3"),
                   lambda: hvd.allreduce(np.ones(2), name="mm.scale", prescale_factor=3.0 if odd else 1.0))
-    _expect_error(mismatch, ("'mm.kind'", "collective operations"),
+    expect_error(mismatch, ("'mm.kind'", "collective operations"),
                   lambda: (hvd.allgather if odd else hvd.allreduce)(np.ones(2), name="mm.kind"))
-    _expect_error(mismatch, ("'mm.gather'", "all dimensions but the first"),
+    expect_error(mismatch, ("'mm.gather'", "all dimensions but the first"),
                   lambda: hvd.allgather(np.ones((1, 3 if odd else 2)), name="mm.gather"))
     # The engine is still healthy afterwards.
     assert hvd.allreduce(np.ones(1), op=hvd.Sum, name="mm.after").tolist() == [float(n)]
@@ -329,20 +330,20 @@ def case_call_time_errors() -> None:
     """Misuse one rank can see by itself raises ValueError at once, naming what is wrong."""
     hvd.init()
     n = hvd.size()
-    _expect_error(ValueError, ("root rank", "out of range"), lambda: hvd.broadcast(np.ones(2), root_rank=n))
-    _expect_error(ValueError, ("splits sum to",), lambda: hvd.alltoall(np.ones(4), splits=[5] + [0] * (n - 1)))
-    _expect_error(ValueError, ("one per rank",), lambda: hvd.alltoall(np.ones(4), splits=[1] * (n + 1)))
-    _expect_error(ValueError, ("bool",), lambda: hvd.allreduce(np.ones(2, bool), op=hvd.Sum))
-    _expect_error(ValueError, ("Adasum",), lambda: hvd.allreduce(np.ones(2), op=hvd.Adasum))
-    _expect_error(ValueError, ("at least one dimension",), lambda: hvd.allgather(np.float32(1)))
-    _expect_error(ValueError, ("complex128", "not supported"), lambda: hvd.allreduce(np.ones(2, np.complex128)))
-    _expect_error(ValueError, ("reducescatter supports",), lambda: hvd.reducescatter(np.ones((n, 1)), op=hvd.Max))
+    expect_error(ValueError, ("root rank", "out of range"), lambda: hvd.broadcast(np.ones(2), root_rank=n))
+    expect_error(ValueError, ("splits sum to",), lambda: hvd.alltoall(np.ones(4), splits=[5] + [0] * (n - 1)))
+    expect_error(ValueError, ("one per rank",), lambda: hvd.alltoall(np.ones(4), splits=[1] * (n + 1)))
+    expect_error(ValueError, ("bool",), lambda: hvd.allreduce(np.ones(2, bool), op=hvd.Sum))
+    expect_error(ValueError, ("Adasum",), lambda: hvd.allreduce(np.ones(2), op=hvd.Adasum))
+    expect_error(ValueError, ("at least one dimension",), lambda: hvd.allgather(np.float32(1)))
+    expect_error(ValueError, ("complex128", "not supported"), lambda: hvd.allreduce(np.ones(2, np.complex128)))
+    expect_error(ValueError, ("reducescatter supports",), lambda: hvd.reducescatter(np.ones((n, 1)), op=hvd.Max))
     # A name still in flight cannot be reused. Rank 0's op cannot complete before the others
     # submit it, which they do only after the barrier that rank 0 enters after the check.
     if n > 1:
         if hvd.rank() == 0:
             first = hvd.allreduce_async(np.ones(1), name="dup")
-            _expect_error(ValueError, ("'dup'", "already in progress"), lambda: hvd.allreduce_async(np.ones(1), name="dup"))
+            expect_error(ValueError, ("'dup'", "already in progress"), lambda: hvd.allreduce_async(np.ones(1), name="dup"))
             hvd.barrier()
             hvd.synchronize(first)
         else:
