@@ -349,7 +349,14 @@ Status Engine::RunSet(ProcessSet& ps, bool want_shutdown, bool* stop, bool* anyo
     *stop = true;
     return result.shutdown_error.empty() ? Status::Ok() : Status::Aborted(result.shutdown_error);
   }
+  st = ExecuteCycle(ps, result);
+  ps.ForgetCompleted();  // once per cycle, after everything this cycle completed
+  return st;
+}
+
+Status Engine::ExecuteCycle(ProcessSet& ps, CycleResult& result) {
   executor_.ExecuteInline(ps, result.inline_reductions);
+  Status st;
   // Process-set changes run on the engine; everything else, in runs, on the executor.
   std::vector<Response> run;
   for (Response& r : result.responses) {
@@ -376,7 +383,6 @@ Status Engine::ApplyProcessSetChange(const Response& r) {
   }
   std::unique_ptr<TensorEntry> e = std::move(it->second);
   global.pending.erase(it);
-  global.arrival.erase(std::find(global.arrival.begin(), global.arrival.end(), r.names[0]));
   if (r.type == OpType::kAddProcessSet) {
     int32_t id;
     {

@@ -81,6 +81,7 @@ class Engine {
  private:
   void Loop();
   Status RunSet(ProcessSet& ps, bool want_shutdown, bool* stop, bool* anyone_busy);
+  Status ExecuteCycle(ProcessSet& ps, CycleResult& result);
   Status Connect(ProcessSet& ps);
   Status CheckConfigAgreement();
   Status ApplyProcessSetChange(const Response& r);

@@ -88,11 +88,6 @@ Status Executor::Execute(ProcessSet& ps, const std::vector<Response>& responses)
     if (!st.ok() && failure.ok()) failure = st;
     if (!failure.ok()) break;
   }
-  // Keep the arrival order of what is still pending.
-  std::vector<std::string> still;
-  for (const std::string& name : ps.arrival)
-    if (ps.pending.count(name)) still.push_back(name);
-  ps.arrival.swap(still);
   return failure;
 }
 
@@ -125,10 +120,6 @@ void Executor::ExecuteInline(ProcessSet& ps, const std::vector<InlineReduction>&
     if (timeline_.active()) timeline_.End(e->name);
     complete_(ps, std::move(e), Status::Ok());
   }
-  std::vector<std::string> still;
-  for (const std::string& name : ps.arrival)
-    if (ps.pending.count(name)) still.push_back(name);
-  ps.arrival.swap(still);
 }
 
 Status Executor::Run(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries) {

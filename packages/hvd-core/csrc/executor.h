@@ -30,7 +30,8 @@ class Executor {
       : log_(log), timeline_(timeline), fusion_threshold_(fusion_threshold), stats_(stats),
         complete_(std::move(complete)) {}
 
-  // Executes the cycle's responses for `ps` in order. A non-OK status is a communication failure:
+  // Executes the cycle's responses for `ps` in order, taking their entries out of `ps.pending`
+  // (the caller compacts `ps.arrival` afterwards). A non-OK status is a communication failure:
   // the engine must stop (the entries involved have already been failed with it).
   Status Execute(ProcessSet& ps, const std::vector<Response>& responses);
   // Completes allreduces whose data arrived inline with negotiation (no backend call).

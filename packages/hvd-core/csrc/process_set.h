@@ -24,6 +24,13 @@ struct ProcessSet {
       if (ranks[i] == my_engine_rank) my_rank = (int32_t)i;
   }
   bool member() const { return my_rank >= 0; }
+  // Drops completed names from `arrival`, keeping the order of what is still pending.
+  void ForgetCompleted() {
+    std::vector<std::string> still;
+    for (const std::string& name : arrival)
+      if (pending.count(name)) still.push_back(name);
+    arrival.swap(still);
+  }
   int32_t size() const { return (int32_t)ranks.size(); }
 
   const int32_t id;

@@ -72,6 +72,13 @@ class Collectives:
 
     # --- submission -------------------------------------------------------------------------
 
+    @staticmethod
+    def _grouped(kind: str, tensors: Sequence[Any], name: str | None, submit: Callable[[Any, str, tuple], int]) -> list[int]:
+        """Submits each tensor as ``<name>.<i>`` of one group, so they are negotiated and run together."""
+        base = name or basics.context().auto_name(kind)
+        group = (group_key(base), len(tensors))
+        return [submit(t, f"{base}.{i}", group) for i, t in enumerate(tensors)]
+
     def _submit(
         self,
         op_type: int,
@@ -153,15 +160,12 @@ class Collectives:
     ) -> list[int]:
         """Allreduces a list as one unit: negotiated together and executed in one cycle."""
         op = handle_average_backwards_compatibility(op, average)
-        ctx = basics.context()
-        base = name or ctx.auto_name("grouped_allreduce")
-        group = (group_key(base), len(tensors))
-        return [
-            self.allreduce_async(
-                t, None, f"{base}.{i}", op, prescale_factor, postscale_factor, process_set, group, inplace
-            )
-            for i, t in enumerate(tensors)
-        ]
+        return self._grouped(
+            "grouped_allreduce",
+            tensors,
+            name,
+            lambda t, n, g: self.allreduce_async(t, None, n, op, prescale_factor, postscale_factor, process_set, g, inplace),
+        )
 
     def allgather_async(
         self, tensor: Any, name: str | None = None, process_set: ProcessSet = global_process_set,
@@ -180,10 +184,9 @@ class Collectives:
     def grouped_allgather_async(
         self, tensors: Sequence[Any], name: str | None = None, process_set: ProcessSet = global_process_set
     ) -> list[int]:
-        ctx = basics.context()
-        base = name or ctx.auto_name("grouped_allgather")
-        group = (group_key(base), len(tensors))
-        return [self.allgather_async(t, f"{base}.{i}", process_set, group) for i, t in enumerate(tensors)]
+        return self._grouped(
+            "grouped_allgather", tensors, name, lambda t, n, g: self.allgather_async(t, n, process_set, g)
+        )
 
     def broadcast_async(
         self, tensor: Any, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set,
@@ -248,13 +251,12 @@ class Collectives:
         prescale_factor: float = 1.0,
         postscale_factor: float = 1.0,
     ) -> list[int]:
-        ctx = basics.context()
-        base = name or ctx.auto_name("grouped_reducescatter")
-        group = (group_key(base), len(tensors))
-        return [
-            self.reducescatter_async(t, f"{base}.{i}", op, process_set, prescale_factor, postscale_factor, group)
-            for i, t in enumerate(tensors)
-        ]
+        return self._grouped(
+            "grouped_reducescatter",
+            tensors,
+            name,
+            lambda t, n, g: self.reducescatter_async(t, n, op, process_set, prescale_factor, postscale_factor, g),
+        )
 
 
 def _flatten(values: Any) -> list:
