@@ -48,7 +48,11 @@ def run_cluster(
     job_key = f"cluster-{uuid.uuid4().hex[:8]}"
     results: list[Any] = [None] * np
     failures: dict[int, str] = {}
-    contexts: dict[int, Any] = {}
+
+    # shutdown() stops every rank's engine (Horovod's semantics), so a rank that returns waits for
+    # the others before shutting down: otherwise it could stop a peer still finishing its function.
+    # A rank that fails shuts down at once, which releases peers waiting on it in a collective.
+    finished = threading.Barrier(np)
 
     def rank_main(rank: int) -> None:
         topology = Topology(rank=rank, size=np, local_rank=rank, local_size=np, cross_rank=0, cross_size=1)
@@ -57,8 +61,12 @@ def run_cluster(
             results[rank] = fn(*args)
         except BaseException:  # noqa: BLE001 - reported with the rank
             failures[rank] = traceback.format_exc()
+            basics.shutdown()
         finally:
-            contexts[rank] = basics._slot().context
+            try:
+                finished.wait(timeout)
+            except threading.BrokenBarrierError:
+                pass
             basics.shutdown()
             basics.set_thread_launch(None)
 
