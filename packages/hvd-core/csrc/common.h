@@ -28,6 +28,8 @@ class Status {
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
+  // The same kind of failure, told differently (with context added).
+  Status WithMessage(std::string m) const { return Status(code_, std::move(m)); }
 
  private:
   Status(StatusCode c, std::string m) : code_(c), message_(std::move(m)) {}

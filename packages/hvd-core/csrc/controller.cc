@@ -12,7 +12,7 @@ namespace {
 constexpr size_t kFlagsAt = 0;        // uint8 flags
 constexpr size_t kRequestLenAt = 4;   // uint32: bytes of new requests for the coordinator
 constexpr size_t kBitmapsAt = 8;      // "have" bits, then "inline" bits, one per cache slot
-constexpr uint8_t kShutdown = 1, kNeedCoordinator = 2, kJoined = 4, kBusy = 8;
+constexpr uint8_t kShutdown = 1, kNeedCoordinator = 2, kJoined = 4, kBusy = 8, kFailed = 16;
 
 bool IsCacheableType(OpType t) {
   return t == OpType::kAllreduce || t == OpType::kAllgather || t == OpType::kBroadcast || t == OpType::kAlltoall ||
@@ -49,7 +49,7 @@ Request Controller::MakeRequest(const ProcessSet& ps, const TensorEntry& e, bool
   return r;
 }
 
-Status Controller::RunCycle(ProcessSet& ps, bool want_shutdown, bool busy, CycleResult* out,
+Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResult* out,
                             NegotiationStats* stats) {
   const int32_t n = ps.size();
   const int64_t now = NowMicros();
@@ -92,7 +92,7 @@ Status Controller::RunCycle(ProcessSet& ps, bool want_shutdown, bool busy, Cycle
   const size_t inline_at = kBitmapsAt + 2 * bitmap;
   const size_t record_size = inline_at + (size_t)inline_bytes_;
   std::vector<uint8_t> record(record_size, 0);
-  record[kFlagsAt] = (uint8_t)((want_shutdown ? kShutdown : 0) |
+  record[kFlagsAt] = (uint8_t)((stop != StopWish::kNone ? kShutdown : 0) | (stop == StopWish::kStopFailed ? kFailed : 0) |
                                (!requests.empty() || !stall_error.empty() ? kNeedCoordinator : 0) |
                                (ps.joined ? kJoined : 0) | (busy || !ps.pending.empty() ? kBusy : 0));
   uint32_t request_len = (uint32_t)encoded.size();
@@ -121,7 +121,11 @@ Status Controller::RunCycle(ProcessSet& ps, bool want_shutdown, bool busy, Cycle
   std::vector<bool> joined(n);
   for (int32_t r = 0; r < n; ++r) {
     uint8_t flags = rec(r)[kFlagsAt];
-    if (flags & kShutdown) out->shutdown = true;
+    if (flags & kShutdown) {
+      out->shutdown = true;
+      out->shutdown_by.push_back(ps.ranks[r]);
+      if (flags & kFailed) out->failed_by.push_back(ps.ranks[r]);
+    }
     need_coordinator = need_coordinator || (flags & kNeedCoordinator);
     out->anyone_busy = out->anyone_busy || (flags & kBusy);
     joined[r] = flags & kJoined;

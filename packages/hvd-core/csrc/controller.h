@@ -26,11 +26,17 @@ struct InlineReduction {
   std::vector<const uint8_t*> parts;  // nullptr for members that joined (identity contribution)
 };
 
+// What this rank's record says about stopping: nothing, a normal stop, or a stop because this rank
+// failed (its reason is then in the store, under StopReasonKey, before the record is sent).
+enum class StopWish : uint8_t { kNone, kStop, kStopFailed };
+
 struct CycleResult {
   std::vector<Response> responses;  // ordered, one tensor each; fusion happens when executing
   std::vector<InlineReduction> inline_reductions;
   std::vector<uint8_t> records;  // step 1's gathered records, which the inline parts point into
   bool shutdown = false;
+  std::vector<int32_t> shutdown_by;  // job ranks whose record asked for the shutdown
+  std::vector<int32_t> failed_by;    // of those, the ones that stop because they failed
   std::string shutdown_error;
   bool anyone_busy = false;  // some member had work pending (no member may slow its cycling down)
 };
@@ -46,7 +52,7 @@ class Controller {
  public:
   Controller(const Logger& log, int64_t inline_bytes) : log_(log), inline_bytes_(inline_bytes) {}
   // `busy`: this rank has work pending anywhere (reported so that idle peers keep cycling).
-  Status RunCycle(ProcessSet& ps, bool want_shutdown, bool busy, CycleResult* out, NegotiationStats* stats);
+  Status RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResult* out, NegotiationStats* stats);
 
  private:
   Request MakeRequest(const ProcessSet& ps, const TensorEntry& e, bool invalidate) const;

@@ -270,9 +270,10 @@ void Engine::Loop() {
   auto idle_wait = cycle;
   Status failure;
   bool stop = false;
+  StopCause cause = StopCause::kThisRank;
   while (!stop) {
     std::vector<ProcessSet*> active;
-    bool want_shutdown;
+    StopWish wish;
     {
       std::unique_lock<std::mutex> lk(mu_);
       loop_waiting_ = true;
@@ -298,14 +299,14 @@ void Engine::Loop() {
         ps->arrival.push_back(e->name);
         ps->pending[e->name] = std::move(e);
       }
-      want_shutdown = shutdown_requested_;
+      wish = !shutdown_requested_ ? StopWish::kNone : deferred_failure_.ok() ? StopWish::kStop : StopWish::kStopFailed;
       for (auto& kv : sets_)
         if (kv.second->member()) active.push_back(kv.second.get());
     }
     timeline_.MarkCycle();
     bool anyone_busy = false;
     for (ProcessSet* ps : active) {
-      failure = RunSet(*ps, want_shutdown, &stop, &anyone_busy);
+      failure = RunSet(*ps, wish, &stop, &anyone_busy, &cause);
       if (stop || !failure.ok()) {
         stop = true;
         break;
@@ -318,13 +319,15 @@ void Engine::Loop() {
   }
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (failure.ok()) failure = deferred_failure_;
+    if (failure.ok() && !deferred_failure_.ok()) {
+      failure = deferred_failure_;
+      cause = StopCause::kStall;
+    }
   }
-  if (!failure.ok()) HVD_LOG(log_, kError) << failure.message();
-  FailEverything(failure.ok() ? Status::Aborted("Horovod has been shut down") : failure);
+  FailEverything(failure.ok() ? Status::Aborted("Horovod has been shut down") : failure, cause);
 }
 
-Status Engine::RunSet(ProcessSet& ps, bool want_shutdown, bool* stop, bool* anyone_busy) {
+Status Engine::RunSet(ProcessSet& ps, StopWish wish, bool* stop, bool* anyone_busy, StopCause* cause) {
   CycleResult result;
   // Only the global set carries the shutdown flag: every rank sees it in the same cycle. It also
   // carries whether this rank has work anywhere, so that peers in other sets keep cycling.
@@ -334,23 +337,40 @@ Status Engine::RunSet(ProcessSet& ps, bool want_shutdown, bool* stop, bool* anyo
     busy = !queue_.empty();
     for (auto& kv : sets_) busy = busy || !kv.second->pending.empty();
   }
-  Status st = controller_.RunCycle(ps, want_shutdown && ps.id == 0, busy, &result, &negotiation_stats_);
-  if (!st.ok()) return st;
+  Status st = controller_.RunCycle(ps, ps.id == 0 ? wish : StopWish::kNone, busy, &result, &negotiation_stats_);
+  if (!st.ok()) {
+    *cause = StopCause::kTransport;
+    return st;
+  }
   *anyone_busy = *anyone_busy || result.anyone_busy;
   if (result.shutdown) {
     if (ps.id != 0) {
       // A stall shutdown decided in a process set: the global set carries it to every rank in the
-      // next cycle (instead of the other ranks timing out); this rank then fails with the stall.
+      // next cycle (instead of the other ranks timing out), and the store carries its message to
+      // the ranks outside the set; this rank then fails with the stall.
+      Status stall = Status::Aborted(result.shutdown_error);
+      PublishStopReason(store_.get(), config_.key_prefix, config_.rank, stall);
       std::lock_guard<std::mutex> lk(mu_);
       shutdown_requested_ = true;
-      if (deferred_failure_.ok()) deferred_failure_ = Status::Aborted(result.shutdown_error);
+      if (deferred_failure_.ok()) deferred_failure_ = stall;
       return Status::Ok();
     }
     *stop = true;
-    return result.shutdown_error.empty() ? Status::Ok() : Status::Aborted(result.shutdown_error);
+    if (!result.shutdown_error.empty()) {
+      *cause = StopCause::kStall;
+      return Status::Aborted(result.shutdown_error);
+    }
+    if (wish != StopWish::kNone) return Status::Ok();  // this rank asked too: a normal end, or its own failure
+    if (!result.failed_by.empty()) {  // peers stop because they failed: raise what they raise
+      *cause = StopCause::kStall;
+      return PeerFailure(store_.get(), config_.key_prefix, result.failed_by, config_.timeout_ms);
+    }
+    *cause = StopCause::kPeerShutdown;
+    return Status::Aborted(PeerShutdownMessage(result.shutdown_by));
   }
   st = ExecuteCycle(ps, result);
   ps.ForgetCompleted();  // once per cycle, after everything this cycle completed
+  if (!st.ok()) *cause = StopCause::kTransport;
   return st;
 }
 
@@ -421,8 +441,9 @@ Status Engine::ApplyProcessSetChange(const Response& r) {
   return Status::Ok();
 }
 
-void Engine::FailEverything(const Status& status) {
+void Engine::FailEverything(const Status& failure, StopCause cause) {
   std::vector<std::pair<ProcessSet*, std::unique_ptr<TensorEntry>>> doomed;
+  Status status = failure;
   {
     std::lock_guard<std::mutex> lk(mu_);
     running_ = false;
@@ -437,6 +458,26 @@ void Engine::FailEverything(const Status& status) {
       doomed.emplace_back(ps, std::move(queue_.front()));
       queue_.pop_front();
     }
+  }
+  FailureContext context;
+  for (auto& d : doomed) context.pending.push_back(d.second->name);
+  // Peers caused it: the launcher may know why (not asked at a normal end, nothing pending).
+  const bool peers_caused_it = cause == StopCause::kTransport || (cause == StopCause::kPeerShutdown && !doomed.empty());
+  if (peers_caused_it) {
+    context.store = store_.get();
+    context.report_key = config_.failure_report_key;
+    context.report_wait_ms = config_.failure_report_wait_ms;
+  }
+  status = ExplainFailure(failure, context);
+  // A peer's shutdown while nothing was pending here is how a job normally ends: no error.
+  if (cause == StopCause::kPeerShutdown && context.pending.empty()) {
+    HVD_LOG(log_, kDebug) << status.message();
+  } else if (cause != StopCause::kThisRank) {
+    HVD_LOG(log_, kError) << status.message();
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_status_ = status;
   }
   for (auto& d : doomed) {
     if (d.first) {

@@ -18,6 +18,7 @@
 #include "backend_loader.h"
 #include "controller.h"
 #include "executor.h"
+#include "failure_report.h"
 #include "kv_store.h"
 #include "logging.h"
 #include "process_set.h"
@@ -43,6 +44,9 @@ struct EngineConfig {
   int64_t timeout_ms = 30000;
   bool dynamic_process_sets = false;
   std::vector<std::vector<int32_t>> process_sets;  // static sets, ids 1..n in this order
+  // Where a launcher describes a lost rank in the store (failure_report.h); empty: no launcher.
+  std::string failure_report_key;
+  int64_t failure_report_wait_ms = 3000;
 };
 
 struct ProcessSetInfo {
@@ -80,14 +84,18 @@ class Engine {
 
  private:
   void Loop();
-  Status RunSet(ProcessSet& ps, bool want_shutdown, bool* stop, bool* anyone_busy);
+  // Why the loop stopped: it decides what the error says and whether the launcher is asked.
+  enum class StopCause { kThisRank, kStall, kPeerShutdown, kTransport };
+  Status RunSet(ProcessSet& ps, StopWish wish, bool* stop, bool* anyone_busy, StopCause* cause);
   Status ExecuteCycle(ProcessSet& ps, CycleResult& result);
   Status Connect(ProcessSet& ps);
   Status CheckConfigAgreement();
   Status ApplyProcessSetChange(const Response& r);
   std::string NextProcessSetChangeName();
   void Complete(ProcessSet& ps, std::unique_ptr<TensorEntry> entry, Status status);
-  void FailEverything(const Status& status);
+  // Fails every pending operation; when peers caused the stop, the launcher's report of a lost
+  // rank is looked up and added to the error (failure_report.h).
+  void FailEverything(const Status& status, StopCause cause);
   ProcessSet* FindSet(int32_t id);  // requires mu_
 
   EngineConfig config_;

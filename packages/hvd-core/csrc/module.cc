@@ -252,7 +252,9 @@ NB_MODULE(_core, m) {
       .def_rw("log_hide_time", &EngineConfig::log_hide_time)
       .def_rw("timeout_ms", &EngineConfig::timeout_ms)
       .def_rw("dynamic_process_sets", &EngineConfig::dynamic_process_sets)
-      .def_rw("process_sets", &EngineConfig::process_sets);
+      .def_rw("process_sets", &EngineConfig::process_sets)
+      .def_rw("failure_report_key", &EngineConfig::failure_report_key)
+      .def_rw("failure_report_wait_ms", &EngineConfig::failure_report_wait_ms);
 
   nb::class_<HandleState>(m, "Handle")
       .def("poll", &HandleState::poll, "True once the operation has completed; never blocks.")

@@ -203,7 +203,31 @@ def test_shutdown_fails_pending_operations_on_every_rank() -> None:
 
     results = run_cluster(case, 3)
     assert results[0] == "shut down"
-    assert all("shut down" in r for r in results[1:]), results
+    for message in results[1:]:  # who stopped it, and what this rank was waiting for
+        assert message.startswith("rank 0 shut Horovod down"), message
+        assert "this rank was waiting for 'never'" in message, message
+
+
+def test_a_stall_shutdown_in_a_process_set_reaches_every_rank_with_its_report() -> None:
+    """Ranks outside the stalled set raise the members' stall error, not a bare shutdown."""
+
+    def case() -> str:
+        pair = hvd.ProcessSet([0, 1])
+        hvd.init(process_sets=[pair])
+        try:
+            if hvd.rank() == 0:
+                hvd.allreduce(np.ones(1), name="pair.only", process_set=pair)
+            else:  # rank 1 never takes part; rank 2 is not in the set
+                time.sleep(4)
+                hvd.allreduce(np.ones(1), name="everyone")
+        except hvd.HorovodInternalError as error:
+            return str(error)
+        return "no error"
+
+    env = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "1", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "2"}
+    for message in run_cluster(case, 3, env=env, timeout=60):
+        assert "Stall detected in process set 1" in message, message
+        assert "Rank 1 has not submitted: 'pair.only'" in message, message
 
 
 def test_queries_before_init_raise() -> None:

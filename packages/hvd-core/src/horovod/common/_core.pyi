@@ -200,6 +200,18 @@ class EngineConfig:
     @process_sets.setter
     def process_sets(self, arg: Sequence[Sequence[int]], /) -> None: ...
 
+    @property
+    def failure_report_key(self) -> str: ...
+
+    @failure_report_key.setter
+    def failure_report_key(self, arg: str, /) -> None: ...
+
+    @property
+    def failure_report_wait_ms(self) -> int: ...
+
+    @failure_report_wait_ms.setter
+    def failure_report_wait_ms(self, arg: int, /) -> None: ...
+
 class Handle:
     def poll(self) -> bool:
         """True once the operation has completed; never blocks."""

@@ -132,6 +132,11 @@ def engine_config(core: Any, env: Mapping[str, str], *, rank: int, size: int, ke
     config.log_hide_time = _bool(env, "HOROVOD_LOG_HIDE_TIME")
     config.timeout_ms = int(_float(env, "HOROVOD_GLOO_TIMEOUT_SECONDS", 30.0, minimum=0.001) * 1000)
     config.dynamic_process_sets = _bool(env, "HOROVOD_DYNAMIC_PROCESS_SETS")
+    # A launcher (horovodrun) describes a lost rank under "<job key>/lost" in the job's store; the
+    # engine adds that to the error its peers raise, waiting up to this long for it to appear.
+    job_key = env.get("HOROVOD_JOB_KEY", "").strip()
+    config.failure_report_key = f"{job_key}/lost" if job_key else ""
+    config.failure_report_wait_ms = int(_float(env, "HOROVOD_FAILURE_REPORT_WAIT_SECONDS", 3.0) * 1000)
     for key in _NOT_YET:
         if env.get(key, "").strip() not in ("", "0"):
             _log.warning("%s is set, but this release of hvd does not implement it yet; it has no effect", key)

@@ -13,7 +13,7 @@ import time
 from typing import Callable, Mapping, Sequence, TextIO
 
 from horovod.runner import settings as settings_mod
-from horovod.runner import exit_report, worker_env
+from horovod.runner import exit_report, loss_report, worker_env
 from horovod.runner.local import LocalJob, Outcome, RankSpec, Report
 from horovod.runner.output import OutputRouter
 from horovod.runner.rendezvous import auth
@@ -78,13 +78,20 @@ def run_job(
     reports: dict[int, Report] = {}
     prefix = exit_report.key_prefix(job_key)
 
-    def on_set(key: str, value: bytes) -> None:
-        rank = key[len(prefix) :]
-        if key.startswith(prefix) and rank.isdigit():
-            reason, primary = exit_report.decode(value)
-            reports.setdefault(int(rank), Report(time.monotonic(), reason, primary))
-
     with RendezvousServer(secret, host=settings.rendezvous_host, max_value_bytes=max_value) as server:
+        losses = loss_report.LossReporter(
+            lambda line: server.set(loss_report.key(job_key), line.encode()),
+            hosts={p.rank: p.hostname for p in settings.placements},
+        )
+
+        def on_set(key: str, value: bytes) -> None:
+            rank = key[len(prefix) :]
+            if key.startswith(prefix) and rank.isdigit():
+                reason, primary = exit_report.decode(value)
+                reports.setdefault(int(rank), Report(time.monotonic(), reason, primary))
+                if primary and reason != exit_report.EXITING:
+                    losses.rank_reported(int(rank), reason)
+
         server.watch(on_set)
         envs = rank_environments(
             settings, base, job_key=job_key, addr=server.host, port=server.port, secret=secret, max_value=max_value
@@ -107,7 +114,14 @@ def run_job(
             prefix_timestamp=settings.prefix_timestamp,
             output_dir=settings.output_filename,
         )
-        job = LocalJob(ranks, output, log=log, start_timeout_s=settings.start_timeout_s, reports=reports)
+        job = LocalJob(
+            ranks,
+            output,
+            log=log,
+            start_timeout_s=settings.start_timeout_s,
+            reports=reports,
+            on_rank_failed=losses.rank_failed,
+        )
         return job.run()
 
 

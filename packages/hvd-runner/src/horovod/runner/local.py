@@ -2,9 +2,10 @@
 
 Each rank is started in its own session and process group (so a Ctrl-C at the terminal reaches
 only the launcher, which then stops the ranks in order, and so a rank's own children are stopped
-with it). The first rank to exit non-zero decides the job's exit status; every other rank is then
-sent SIGTERM (its whole process group), and SIGKILL after a grace period. The same happens when
-the launcher itself is interrupted. When the job ends, whatever a rank left running in its process
+with it). The first rank to exit non-zero decides the job's exit status; every other rank gets a
+few seconds to end on its own (its collectives fail, naming the lost rank), then is sent SIGTERM
+(its whole process group), and SIGKILL after a grace period. Ranks are stopped the same way, at
+once, when the launcher itself is interrupted. When the job ends, whatever a rank left running in its process
 group is stopped the same way, so no process outlives the launcher.
 """
 
@@ -25,6 +26,9 @@ from horovod.runner.output import OutputRouter
 
 #: Seconds between SIGTERM and SIGKILL.
 DEFAULT_GRACE_S = 3.0
+#: Seconds the other ranks get, once one has failed, to raise the error naming it and end on their
+#: own (their collectives fail within moments) before they are sent SIGTERM.
+DEFAULT_FAILURE_GRACE_S = 5.0
 #: Seconds to wait for output pipes to close once the ranks have exited.
 _DRAIN_S = 5.0
 
@@ -139,8 +143,12 @@ class LocalJob:
         grace_s: float = DEFAULT_GRACE_S,
         start_timeout_s: float = 30.0,
         reports: Mapping[int, Report] | None = None,
+        failure_grace_s: float = DEFAULT_FAILURE_GRACE_S,
+        on_rank_failed: Callable[[RankExit], None] | None = None,
     ) -> None:
         self._ranks = list(ranks)
+        self._failure_grace_s = failure_grace_s
+        self._on_rank_failed = on_rank_failed
         self._reports = reports if reports is not None else {}
         self._signaled: dict[int, float] = {}  # rank -> when the launcher sent it SIGTERM
         self._output = output
@@ -231,11 +239,15 @@ class LocalJob:
             except queue.Empty:
                 continue
             exit_ = self._record(rank, returncode, ended)
+            if returncode != 0 and self._on_rank_failed is not None:
+                self._on_rank_failed(exit_)
             if returncode != 0 and first is None:
                 first = exit_
                 others = set(self._procs) - set(self._exits)
                 if others:
                     self._log(f"rank {rank} {exit_.describe()}; stopping the other {len(others)} rank(s)")
+                    # They learn of the failure through their collectives: let them say so and end.
+                    self._collect(others, time.monotonic() + self._failure_grace_s)
                 with self._signals_deferred():
                     self._stop(others)
         if first is None:

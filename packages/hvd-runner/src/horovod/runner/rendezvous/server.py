@@ -296,6 +296,10 @@ class RendezvousServer:
         """Number of keys stored."""
         return len(self._httpd.store)
 
+    def set(self, key: str, value: bytes) -> None:
+        """Stores ``value`` under ``key`` on behalf of the launcher itself (no request involved)."""
+        self._httpd.store.set(key, value)
+
     def watch(self, callback: Callable[[str, bytes], None] | None) -> None:
         """Calls ``callback(key, value)`` (in a server thread) after every set."""
         self._httpd.store.on_set = callback
