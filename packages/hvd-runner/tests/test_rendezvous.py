@@ -304,3 +304,25 @@ def test_secret_encoding() -> None:
     with pytest.raises(ValueError, match="not a hex string") as info:
         auth.decode_secret("zz" * 32)
     assert "zz" not in str(info.value)  # the (bad) secret is never echoed
+
+
+def _non_loopback_address() -> str | None:
+    """This machine's address on its default route (a UDP "connect" sends nothing), if it has one."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect(("192.0.2.255", 9))
+        address = probe.getsockname()[0]
+    except OSError:
+        return None
+    finally:
+        probe.close()
+    return None if address.startswith("127.") else address
+
+
+def test_a_local_job_server_listens_on_loopback_only(server: RendezvousServer) -> None:
+    """A job whose ranks all run here binds 127.0.0.1: other machines cannot even connect."""
+    assert server.host == "127.0.0.1"
+    address = _non_loopback_address()
+    if address is not None:  # a machine with a network interface: the server is not on it
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((address, server.port), timeout=5).close()

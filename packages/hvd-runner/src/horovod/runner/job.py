@@ -120,7 +120,7 @@ def run_job(
             log=log,
             start_timeout_s=settings.start_timeout_s,
             reports=reports,
-            on_rank_failed=losses.rank_failed,
+            observer=losses,
         )
         return job.run()
 

@@ -18,7 +18,7 @@ import signal
 import subprocess
 import threading
 import time
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 from horovod.runner.exit_report import EXITING
 from horovod.runner.hosts import Placement
@@ -116,11 +116,31 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
+def _is_stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped by a signal or a tracer (state T or t in /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 :][:1] in (b"T", b"t")
+
+
 def _killpg(pgid: int, signum: int) -> None:
     try:
         os.killpg(pgid, signum)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+class RankObserver(Protocol):
+    """Told, as the job runs, about ranks the others will miss (:mod:`horovod.runner.loss_report`)."""
+
+    def rank_failed(self, exit_: RankExit) -> None:
+        """A rank's process ended with a non-zero status or a signal."""
+
+    def rank_stopped(self, rank: int, pid: int) -> None:
+        """A rank's process is stopped (alive, but it cannot take part in collectives)."""
 
 
 class LocalJob:
@@ -144,11 +164,12 @@ class LocalJob:
         start_timeout_s: float = 30.0,
         reports: Mapping[int, Report] | None = None,
         failure_grace_s: float = DEFAULT_FAILURE_GRACE_S,
-        on_rank_failed: Callable[[RankExit], None] | None = None,
+        observer: RankObserver | None = None,
     ) -> None:
         self._ranks = list(ranks)
         self._failure_grace_s = failure_grace_s
-        self._on_rank_failed = on_rank_failed
+        self._observer = observer
+        self._stopped_seen: set[int] = set()
         self._reports = reports if reports is not None else {}
         self._signaled: dict[int, float] = {}  # rank -> when the launcher sent it SIGTERM
         self._output = output
@@ -237,10 +258,11 @@ class LocalJob:
             try:
                 rank, returncode, ended = self._events.get(timeout=0.5)
             except queue.Empty:
+                self._notice_stopped_ranks()
                 continue
             exit_ = self._record(rank, returncode, ended)
-            if returncode != 0 and self._on_rank_failed is not None:
-                self._on_rank_failed(exit_)
+            if returncode != 0 and self._observer is not None:
+                self._observer.rank_failed(exit_)
             if returncode != 0 and first is None:
                 first = exit_
                 others = set(self._procs) - set(self._exits)
@@ -261,8 +283,22 @@ class LocalJob:
             message += f" ({report.reason})"
         if culprit is not first:
             message += f"; it began to fail first, although rank {first.rank} exited before it"
+        if self._stopped_seen:
+            ranks = ", ".join(map(str, sorted(self._stopped_seen)))
+            message += f"; rank(s) {ranks} had been stopped (SIGSTOP, or held by a debugger) before"
         self._log(message)
         return Outcome(culprit.exit_code, culprit, dict(self._exits))
+
+    def _notice_stopped_ranks(self) -> None:
+        """Says so, once, when a rank is stopped (SIGSTOP, or held by a debugger): its peers can only
+        time out waiting for it, and their errors should say why."""
+        for rank, proc in self._procs.items():
+            if rank in self._exits or rank in self._stopped_seen or not _is_stopped(proc.pid):
+                continue
+            self._stopped_seen.add(rank)
+            self._log(f"rank {rank} (pid {proc.pid}) is stopped (SIGSTOP, or held by a debugger); the other ranks will time out waiting for it")
+            if self._observer is not None:
+                self._observer.rank_stopped(rank, proc.pid)
 
     def _first_to_fail(self) -> RankExit | None:
         def began(e: RankExit) -> float:

@@ -39,6 +39,10 @@ class LossReporter:
         """A rank's process ended with a non-zero status or a signal."""
         self._add(exit_.rank, f"its process (pid {exit_.pid}) {exit_.describe()}")
 
+    def rank_stopped(self, rank: int, pid: int) -> None:
+        """A rank's process is stopped: alive, but its peers can only time out waiting for it."""
+        self._add(rank, f"its process (pid {pid}) is stopped (SIGSTOP, or held by a debugger)")
+
     def _add(self, rank: int, part: str) -> None:
         with self._lock:
             if self._rank is None:
