@@ -7,6 +7,7 @@ first, never from a public index (nobody has published them, and anybody could).
 
     nox                         # every package's tests
     nox -s tests-hvd-core       # one package
+    nox -s "tests-hvd-backend-mpi(mpi='openmpi')"   # one build variant ([tool.hvd.build-variants])
     nox -s train                # the main job of the README
 """
 
@@ -41,6 +42,24 @@ def _project(path: pathlib.Path) -> dict:
 def _test_requires_local(name: str) -> list[str]:
     """Local packages a package's tests need beside its own dependencies ([tool.hvd] test-requires-local)."""
     return _pyproject(PACKAGES[name]).get("tool", {}).get("hvd", {}).get("test-requires-local", [])
+
+
+def _build_variants(name: str) -> tuple[str, dict[str, list[str]]]:
+    """A package's builds against alternative native dependencies, ``[tool.hvd.build-variants.<param>]``:
+    (param, {variant: requirements installed before the package is built}), e.g. ("mpi", {"mpich": [...],
+    "openmpi": [...]}); ("", {}) for a package without."""
+    table = _pyproject(PACKAGES[name]).get("tool", {}).get("hvd", {}).get("build-variants", {})
+    return next(iter(table.items()), ("", {}))
+
+
+def _chosen_variants(names: list[str], asked: dict[str, str] | None) -> dict[str, str]:
+    """The build variant of each of `names` that has variants: the one asked for, else its first."""
+    chosen = {}
+    for name in names:
+        variants = _build_variants(name)[1]
+        if variants:
+            chosen[name] = (asked or {}).get(name) or next(iter(variants))
+    return chosen
 
 
 def _packages() -> dict[str, pathlib.Path]:
@@ -81,35 +100,64 @@ def _source_digest(path: pathlib.Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def build_wheels(session: nox.Session, names: list[str]) -> None:
-    """Builds (or reuses, when the sources are unchanged) the wheels of local packages."""
-    WHEELHOUSE.mkdir(parents=True, exist_ok=True)
+def _wheelhouse(name: str, variant: str | None) -> pathlib.Path:
+    """Where a package's wheel is kept: the shared wheelhouse, or, for a build variant (it links that
+    variant's native library), a directory of its own so no other variant's environment reuses it."""
+    return WHEELHOUSE if variant is None else WHEELHOUSE / "variants" / f"{name}-{variant}"
+
+
+def _find_links(variants: dict[str, str]) -> list[str]:
+    links = ["--find-links", str(WHEELHOUSE)]
+    for name, variant in variants.items():
+        links += ["--find-links", str(_wheelhouse(name, variant))]
+    return links
+
+
+def build_wheels(session: nox.Session, names: list[str], variants: dict[str, str] | None = None) -> None:
+    """Builds (or reuses, when the sources are unchanged) the wheels of local packages.
+
+    A package with build variants is built for ``variants[name]`` (see _chosen_variants), after that
+    variant's requirements are installed: its build compiles against them."""
     for name in names:
-        stamp = WHEELHOUSE / f"{name}.digest"
+        variant = (variants or {}).get(name)
         digest = _source_digest(PACKAGES[name])
+        if variant is not None:
+            requirements = _build_variants(name)[1][variant]
+            session.install(*requirements)
+            # A new pin of the native dependency is a new build.
+            digest += "+" + hashlib.sha256(repr(requirements).encode()).hexdigest()[:8]
+        house = _wheelhouse(name, variant)
+        house.mkdir(parents=True, exist_ok=True)
+        stamp = house / f"{name}.digest"
         wheel_prefix = name.replace("-", "_") + "-"
-        if not (stamp.exists() and stamp.read_text() == digest and any(WHEELHOUSE.glob(wheel_prefix + "*.whl"))):
-            for old in WHEELHOUSE.glob(wheel_prefix + "*.whl"):
+        if not (stamp.exists() and stamp.read_text() == digest and any(house.glob(wheel_prefix + "*.whl"))):
+            for old in house.glob(wheel_prefix + "*.whl"):
                 old.unlink()
             session.run(
-                "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(WHEELHOUSE), str(PACKAGES[name]),
+                "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(house), str(PACKAGES[name]),
             )
             stamp.write_text(digest)
         # Later builds in this session (backends) need this package (its headers) at build time,
         # whether its wheel was just built or reused.
-        session.install("--no-deps", "--no-index", "--find-links", str(WHEELHOUSE), "--force-reinstall", name)
+        session.install("--no-deps", "--no-index", "--find-links", str(house), "--force-reinstall", name)
 
 
 def install_local(
-    session: nox.Session, *names: str, extras: tuple[str, ...] = ("test",), also: tuple[str, ...] = ()
+    session: nox.Session,
+    *names: str,
+    extras: tuple[str, ...] = ("test",),
+    also: tuple[str, ...] = (),
+    variants: dict[str, str] | None = None,
 ) -> None:
     """Installs `names` (with `extras`), the local packages `also`, and their hvd dependencies from
-    the wheelhouse; third-party dependencies come from the index."""
+    the wheelhouse; third-party dependencies come from the index. `variants` picks the build
+    variant of packages that have them (default: each one's first)."""
     closure: list[str] = []
     for name in (*names, *also):
         closure += [pkg for pkg in _local_closure(name) if pkg not in closure]
     session.install(*BUILD_TOOLS)
-    build_wheels(session, closure)
+    variants = _chosen_variants(closure, variants)
+    build_wheels(session, closure, variants)
     third_party = []
     for pkg in closure:
         project = _project(PACKAGES[pkg])
@@ -120,15 +168,29 @@ def install_local(
         third_party += [r for r in requirements if _requirement_name(r) not in PACKAGES]
     if third_party:
         session.install(*third_party)
-    session.install("--no-deps", "--no-index", "--find-links", str(WHEELHOUSE), "--force-reinstall", *closure)
+    session.install("--no-deps", "--no-index", *_find_links(variants), "--force-reinstall", *closure)
 
 
 def _make_test_session(name: str) -> None:
-    @nox.session(name=f"tests-{name}", python="3.11")
-    def tests(session: nox.Session) -> None:
-        install_local(session, name, also=tuple(_test_requires_local(name)))
+    def run_tests(session: nox.Session, variant: str | None) -> None:
+        install_local(session, name, also=tuple(_test_requires_local(name)), variants={name: variant} if variant else None)
         session.chdir(PACKAGES[name])
         session.run("python", "-m", "pytest", "tests", *session.posargs, env={"HVD_REPO_ROOT": str(ROOT)})
+
+    param, variants = _build_variants(name)
+    if not variants:
+
+        @nox.session(name=f"tests-{name}", python="3.11")
+        def tests(session: nox.Session) -> None:
+            run_tests(session, None)
+
+        return
+
+    # One session per variant, each in its own environment: tests-<name>(<param>='<variant>').
+    @nox.session(name=f"tests-{name}", python="3.11")
+    @nox.parametrize(param, list(variants))
+    def tests_variant(session: nox.Session, **chosen: str) -> None:
+        run_tests(session, chosen[param])
 
 
 for _name in PACKAGES:
@@ -137,8 +199,8 @@ for _name in PACKAGES:
 
 @nox.session(python="3.11", default=False)
 def bench(session: nox.Session) -> None:
-    """Benchmarks (hvd beside torch.distributed): one table, also written to BENCHMARKS.tables.md."""
-    install_local(session, "hvd-torch", "hvd-backend-gloo", "hvd-runner", extras=())
+    """Benchmarks (hvd beside torch.distributed, and MPI): one table, also written to BENCHMARKS.tables.md."""
+    install_local(session, "hvd-torch", "hvd-backend-gloo", "hvd-backend-mpi", "hvd-runner", extras=())
     session.install("torch==2.13.0")  # the CPU build on this machine's disk; an unpinned torch is CUDA
     session.chdir(ROOT / "benchmarks")
     session.run("python", "run_all.py", "--markdown", str(ROOT / "BENCHMARKS.tables.md"), *session.posargs)

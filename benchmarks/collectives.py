@@ -56,13 +56,23 @@ def torch_op(op: str, tensor: torch.Tensor, n: int):
     raise ValueError(op)
 
 
+def allreduce_sizes(max_bytes: int) -> list[int]:
+    """The allreduce sweep: 4 B, 16 B, ... up to ``max_bytes`` (256 MiB by default)."""
+    return [4 * 4**k for k in range(14) if 4 * 4**k <= max_bytes]
+
+
+def inner_calls(size: int) -> int:
+    """Calls per timing: enough that a small op's timing is not just the clock's resolution."""
+    return 20 if size <= 64 * 1024 else 3 if size <= 16 * MiB else 1
+
+
 def sweep(results: list, op: str, sizes: list[int], n: int, repeats: int) -> None:
     for size in sizes:
         elements = max(1, size // 4)
         elements -= elements % n if op in ("reducescatter", "alltoall") and elements >= n else 0
         t_hvd = torch.ones(elements, dtype=torch.float32)
         t_torch = torch.ones(elements, dtype=torch.float32)
-        inner = 20 if size <= 64 * 1024 else 3 if size <= 16 * MiB else 1
+        inner = inner_calls(size)
         hvd_stats = measure(hvd_op(op, t_hvd, f"bench.{op}.{size}"), repeats=repeats, inner=inner)
         torch_stats = measure(torch_op(op, t_torch, n), repeats=repeats, inner=inner)
         nbytes = elements * 4
@@ -125,24 +135,33 @@ def latency(results: list, repeats: int) -> None:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--max-bytes", type=int, default=256 * MiB)
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    hvd.init()
-    n, rank = hvd.size(), hvd.rank()
+def init_torch_gloo(rank: int, n: int) -> None:
+    """torch.distributed on gloo over loopback, beside hvd in the same processes (run_all.py picks the port)."""
     dist.init_process_group(
         "gloo",
         init_method=f"tcp://127.0.0.1:{os.environ['HVD_BENCH_TORCH_PORT']}",
         rank=rank,
         world_size=n,
     )
+
+
+def parse_sweep_args() -> argparse.Namespace:
+    """The options of a sweep script (this one, mpi_allreduce.py): where rank 0 writes, how long it runs."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--max-bytes", type=int, default=256 * MiB)
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_sweep_args()
+    torch.set_num_threads(1)
+    hvd.init()
+    n, rank = hvd.size(), hvd.rank()
+    init_torch_gloo(rank, n)
     results: list = []
-    sizes = [4 * 4**k for k in range(14) if 4 * 4**k <= args.max_bytes]  # 4 B .. 256 MiB
-    sweep(results, "allreduce", sizes, n, args.repeats)
+    sweep(results, "allreduce", allreduce_sizes(args.max_bytes), n, args.repeats)
     for op in ("allgather", "broadcast", "reducescatter", "alltoall"):
         sweep(results, op, [4 * 1024, MiB, 64 * MiB], n, args.repeats)
     latency(results, args.repeats)

@@ -4,7 +4,9 @@
 
 Each figure is a median of repeated runs after warm-up, shown with its spread; every hvd figure
 has its torch.distributed (gloo) counterpart from the same processes, and the ratio is what counts
-on this noisy machine.
+on this noisy machine. hvd on MPI (hvd-backend-mpi, with mpi4py's Allreduce beside it when
+installed) needs mpirun, so it is a second launch (``horovodrun --mpi``), compared with hvd on Gloo
+through the torch.distributed baseline that both launches measure.
 """
 
 from __future__ import annotations
@@ -31,10 +33,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def horovodrun(np: int, script: str, *args: str, timeout: int = 1800) -> None:
+def horovodrun(np: int, script: str, *args: str, mpi: bool = False, timeout: int = 1800) -> None:
     env = {**os.environ, "HVD_BENCH_TORCH_PORT": str(free_port()), "OMP_NUM_THREADS": "1"}
-    cmd = ["horovodrun", "-np", str(np), "-H", f"localhost:{np}", sys.executable, str(HERE / script), *args]
-    subprocess.run(cmd, check=True, env=env, cwd=HERE, timeout=timeout)
+    if mpi:  # MPICH prefixes each write of a rank: unbuffered Python would print lines in pieces
+        env.pop("PYTHONUNBUFFERED", None)
+    launcher = ["horovodrun", *(["--mpi"] if mpi else []), "-np", str(np), "-H", f"localhost:{np}"]
+    subprocess.run([*launcher, sys.executable, str(HERE / script), *args], check=True, env=env, cwd=HERE, timeout=timeout)
+
+
+def mpi_missing() -> str | None:
+    """Why hvd on MPI cannot run here (horovodrun --mpi's own check), or None."""
+    from horovod.runner.errors import UsageError
+    from horovod.runner.mpi_run import find_mpi
+
+    try:
+        find_mpi(os.environ)
+    except UsageError as error:
+        return str(error)
+    return None
 
 
 def spread(s: dict) -> str:
@@ -79,6 +95,38 @@ def collectives_table(data: dict) -> list[str]:
                 f"| {spread(r['hvd'])} | {spread(r['torch_one_by_one'])} | {spread(r['torch_async'])} | {spread(r['floor'])} | "
                 f"{r['hvd']['median'] / floor:.2f} | {r['torch_one_by_one']['median'] / r['hvd']['median']:.1f} | {r['load']} |",
             ]
+    return rows
+
+
+def mpi_table(data: dict, gloo: dict | None) -> list[str]:
+    """hvd on MPI beside torch.distributed and mpi4py (same processes); hvd on Gloo through the common baseline."""
+    n = data["ranks"]
+    gloo_ratio = {}
+    for r in (gloo or {}).get("results", []):
+        if r["bench"] == "allreduce":
+            gloo_ratio[r["bytes"]] = r["torch"]["median"] / r["hvd"]["median"]
+    rows = [
+        f"### Allreduce on MPI, {n} ranks (float32; launched by horovodrun --mpi; time per op: median [min..max])",
+        "",
+        "hvd on MPI, torch.distributed (gloo) and mpi4py's Allreduce run in the same processes. hvd on Gloo "
+        "ran in another launch (the table above): its column is compared through the baseline both launches "
+        "measured, hvd/torch.distributed busbw in each.",
+        "",
+        "| size | hvd on MPI | torch.distributed | mpi4py Allreduce | hvd-MPI busbw | hvd-MPI/torch busbw | "
+        "hvd-MPI/mpi4py busbw | hvd-Gloo/torch busbw (above) | load 1m/5m |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in data["results"]:
+        hvd_mpi, torch_t, mpi4py = r["hvd_mpi"]["median"], r["torch"]["median"], r.get("mpi4py")
+        bus = r["bytes"] * r["busbw_factor"] / hvd_mpi
+        # Same bytes and factor on each side: a busbw ratio is the inverse ratio of times.
+        vs_mpi4py = f"{mpi4py['median'] / hvd_mpi:.2f}" if mpi4py else "-"
+        vs_gloo = f"{gloo_ratio[r['bytes']]:.2f}" if r["bytes"] in gloo_ratio else "-"
+        rows.append(
+            f"| {human_bytes(r['bytes'])} | {spread(r['hvd_mpi'])} | {spread(r['torch'])} | "
+            f"{spread(mpi4py) if mpi4py else 'not installed'} | {bus / 1e9:.3f} GB/s | {torch_t / hvd_mpi:.2f} | "
+            f"{vs_mpi4py} | {vs_gloo} | {r['load']} |"
+        )
     return rows
 
 
@@ -133,19 +181,31 @@ def main() -> None:
     parser.add_argument("--np", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--markdown", help="also write the tables to this file")
-    parser.add_argument("--only", choices=["collectives", "training", "startup"], action="append")
+    parser.add_argument("--only", choices=["collectives", "mpi", "training", "startup"], action="append")
+    parser.add_argument("--max-bytes", type=int, help="largest allreduce of the sweeps (default: 256 MiB)")
     args = parser.parse_args()
-    only = set(args.only or ["collectives", "training", "startup"])
+    only = set(args.only or ["collectives", "mpi", "training", "startup"])
+    sweep_args = ["--repeats", str(args.repeats)] + (["--max-bytes", str(args.max_bytes)] if args.max_bytes else [])
     lines = [
         f"Machine: {os.cpu_count()} cores, load average at start {load_average()}; "
         f"command: `python benchmarks/run_all.py --np {args.np}`",
         "",
     ]
     with tempfile.TemporaryDirectory() as tmp:
+        gloo = None
         if "collectives" in only:
             out = Path(tmp) / "collectives.json"
-            horovodrun(args.np, "collectives.py", "--out", str(out), "--repeats", str(args.repeats))
-            lines += collectives_table(json.loads(out.read_text())) + [""]
+            horovodrun(args.np, "collectives.py", "--out", str(out), *sweep_args)
+            gloo = json.loads(out.read_text())
+            lines += collectives_table(gloo) + [""]
+        if "mpi" in only:
+            missing = mpi_missing()
+            if missing:
+                lines += [f"### Allreduce on MPI: not measured ({missing})", ""]
+            else:
+                out = Path(tmp) / "mpi.json"
+                horovodrun(args.np, "mpi_allreduce.py", "--out", str(out), *sweep_args, mpi=True)
+                lines += mpi_table(json.loads(out.read_text()), gloo) + [""]
         if "training" in only:
             one, many = Path(tmp) / "train1.json", Path(tmp) / "trainN.json"
             horovodrun(1, "training.py", "--out", str(one))

@@ -5,8 +5,9 @@ averages the gradients, and rank 0's initial weights and optimizer state are bro
 
     horovodrun -np 2 python examples/pytorch/pytorch_digits.py
 
-Started directly (no launcher, HOROVOD_SIZE unset), it runs --np ranks (default 2) as threads of
-this process, connected in memory by hvd-core's test kit.
+Also `mpirun -np 2 python examples/pytorch/pytorch_digits.py` with hvd-backend-mpi installed. Started
+directly (no launcher), it runs --np ranks (default 2) as threads of this process, connected in
+memory by hvd-core's test kit.
 """
 
 from __future__ import annotations
@@ -130,7 +131,8 @@ def main(args: argparse.Namespace) -> dict:
 
 if __name__ == "__main__":
     arguments = parse_args()
-    if "HOROVOD_SIZE" in os.environ:  # started by a launcher: this process is one rank
+    # Started by horovodrun or by mpirun (Open MPI, MPICH/Hydra, PMIx): this process is one rank.
+    if any(v in os.environ for v in ("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")):
         main(arguments)
     else:
         from horovod.common.testing import run_cluster

@@ -358,6 +358,8 @@ def test_hookspecs_follow_the_contract() -> None:
         "hvd_register_backends",
         "hvd_register_frameworks",
         "hvd_rendezvous_store",
+        "hvd_external_launch",
+        "hvd_init_world",
         "hvd_after_init",
         "hvd_before_shutdown",
     }

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import horovodrun, python_ranks
 
-from horovod.runner import cli, env_mapping, settings
+from horovod.runner import cli, controller, env_mapping, settings
 from horovod.runner.errors import NotSupportedError, UsageError
 from horovod.runner.output import OutputRouter
 
@@ -234,11 +234,11 @@ def test_bad_config_files(tmp_path: Path, content: str, message: str) -> None:
         parse("-np", "1", "--config-file", str(path))
 
 
-def test_config_file_controller_mpi_is_refused(tmp_path: Path) -> None:
+def test_config_file_controller_mpi_selects_mpirun(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
     path.write_text("controller: mpi\n")
-    with pytest.raises(NotSupportedError, match="--mpi"):
-        job("-np", "1", "--config-file", str(path))
+    assert controller.choose(parse("-np", "1", "--config-file", str(path)), {}).mpi
+    assert not controller.choose(parse("-np", "1", "--gloo", "--config-file", str(path)), {}).mpi
 
 
 def test_missing_config_file(tmp_path: Path) -> None:
@@ -259,10 +259,7 @@ def test_missing_config_file(tmp_path: Path) -> None:
         (["--reset-limit", "1"], "elastic training"),
         (["--blacklist-cooldown-range", "1", "2"], "elastic training"),
         (["--host-discovery-script", "discover.sh"], r"elastic training \(--host-discovery-script\)"),
-        (["--mpi"], r"launching through mpirun/jsrun \(--mpi\) is not supported yet"),
         (["--jsrun"], r"\(--jsrun\) is not supported yet"),
-        (["--mpi-args=--bind-to none"], r"\(--mpi-args\) is not supported yet"),
-        (["--binding-args=x"], r"\(--binding-args\) is not supported yet"),
         (["-H", "hvd-no-such-remote-host:2"], "remote hosts over ssh .*hvd-no-such-remote-host.* is not supported yet"),
     ],
 )
@@ -294,7 +291,6 @@ def test_ssh_flags_on_local_hosts_are_noted_not_ignored() -> None:
         (["-np", "1", "--log-level", "LOUD"], "argument --log-level: 'LOUD' is not one of"),
         (["-np", "1", "--min-np", "1"], "is not supported yet"),
         (["-np", "1", "-H", "hvd-no-such-remote-host:1"], "is not supported yet"),
-        (["-np", "1", "--mpi"], "is not supported yet"),
     ],
 )
 def test_bad_input_exits_2_with_a_clear_message(argv: list[str], message: str) -> None:

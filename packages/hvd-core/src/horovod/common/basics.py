@@ -81,22 +81,28 @@ def init(comm: Sequence[int] | Any | None = None, process_sets: Sequence[Any] | 
             env["HOROVOD_DYNAMIC_PROCESS_SETS"] = "1"
             process_sets = None
         job = launch.topology
-        topology, world_key = _world(job, comm)
+        plugins = get_plugin_manager()
+        world_size = len(set(comm)) if isinstance(comm, (list, tuple, range)) else job.size
+        spec = _choose_backend(plugins, env, world_size, in_process=launch.store is not None, preferred=launch.backend)
+        topology, world_key, world_backend = _world(plugins, job, comm, spec.name, env)
+        if world_backend is not None and world_backend != spec.name:
+            spec = _backend_for_world(plugins, env, world_backend, comm)
         key_prefix = f"{launch.job_key}/{world_key}/init{next(slot.init_count)}"
         engine_config = _config.engine_config(_core, env, rank=topology.rank, size=topology.size, key_prefix=key_prefix)
         static_sets = list(process_sets or [])
         engine_config.process_sets = [ps.ranks for ps in static_sets]
 
-        plugins = get_plugin_manager()
-        spec = _choose_backend(plugins, env, topology.size, in_process=launch.store is not None)
         backend = _core.Backend.load(spec.library_path())
-        store = launch.store if launch.store is not None else _store_for(_core, plugins, env, topology)
+        if launch.store is not None:
+            store = launch.store
+        else:  # a backend a plugin named for an external job or world connects its ranks by itself
+            store = _store_for(_core, plugins, env, topology, spec.name in (launch.backend, world_backend))
         engine = _core.Engine(engine_config, backend, store)
         engine.start()
         for ps_id, ps in enumerate(static_sets, start=1):
             ps.process_set_id = ps_id
         slot.context = Context(engine, topology, spec.name, job)
-        if comm is not None:  # the hosts of a sub-world are only known by asking its members
+        if comm is not None and world_backend is None:  # a sub-world's hosts are known by asking its members
             slot.context.topology = _gathered_topology(env, topology)
         if slot is _process_slot:
             _shutdown_at_exit()
@@ -136,28 +142,41 @@ def _gathered_topology(env: dict, world: Topology) -> Topology:
     return Topology(me, world.size, local_rank, len(same_host), cross.index(me), len(cross))
 
 
-def _world(job: Topology, comm: Any) -> tuple[Topology, str]:
-    """The topology of the world init() creates, and a key naming it in the store."""
-    if comm is None:
-        return job, "world"
-    if not isinstance(comm, (list, tuple, range)):
-        if hasattr(comm, "Get_rank"):
-            raise ValueError("init(comm=<MPI communicator>) requires the MPI backend: pip install hvd-backend-mpi")
-        raise ValueError(f"init(comm=...) takes a list of ranks, got {type(comm).__name__}")
+def _world(plugins: Any, job: Topology, comm: Any, backend: str, env: dict) -> tuple[Topology, str, str | None]:
+    """The topology of the world init() creates, a key naming it in the store, and the backend that
+    must serve it when a plugin described it (None: hvd-core formed it, any backend serves it)."""
+    if comm is not None and not isinstance(comm, (list, tuple, range)):
+        described = plugins.init_world(comm, job, backend, env)
+        if described is None:
+            raise ValueError(
+                f"init(comm=...) takes a list of ranks or a communicator that an installed plugin understands "
+                f"(an mpi4py communicator needs the MPI backend: pip install hvd-backend-mpi); "
+                f"got {type(comm).__name__}"
+            )
+        return described.topology, "-".join(filter(None, ("comm", described.backend, described.name))), described.backend
+    ranks = None if comm is None else _member_ranks(job, comm)
+    plugins.init_world(ranks, job, backend, env)  # the chosen backend may prepare for this world
+    if ranks is None:
+        return job, "world", None
+    # Local and cross ranks are filled in once the members can be asked for their hosts.
+    return Topology(rank=ranks.index(job.rank), size=len(ranks)), "comm" + "-".join(map(str, ranks)), None
+
+
+def _member_ranks(job: Topology, comm: Sequence[int]) -> list[int]:
     ranks = sorted(set(int(r) for r in comm))
     if not ranks or ranks[0] < 0 or ranks[-1] >= job.size:
         raise ValueError(f"init(comm={list(comm)}): ranks must lie in [0, {job.size})")
     if job.rank not in ranks:
         raise ValueError(f"init(comm={list(comm)}): this process (rank {job.rank}) is not in the list")
-    # Local and cross ranks are filled in once the members can be asked for their hosts.
-    topology = Topology(rank=ranks.index(job.rank), size=len(ranks))
-    return topology, "comm" + "-".join(map(str, ranks))
+    return ranks
 
 
-def _choose_backend(plugins: Any, env: dict, size: int, in_process: bool) -> Any:
+def _choose_backend(plugins: Any, env: dict, size: int, in_process: bool, preferred: str | None = None) -> Any:
+    """The backend asked for (HOROVOD_CPU_OPERATIONS...), else the one the job's launcher needs
+    (``preferred``), else the default CPU backend."""
     from horovod.common.plugins import PluginError
 
-    requested = _config.requested_backend(env)
+    requested = _config.requested_backend(env) or preferred
     if requested:
         spec = plugins.backend(requested)
     else:
@@ -174,12 +193,24 @@ def _choose_backend(plugins: Any, env: dict, size: int, in_process: bool) -> Any
     return spec
 
 
-def _store_for(core: Any, plugins: Any, env: dict, topology: Topology) -> Any:
-    """The store connecting this process to its job: the launcher's, or none needed for one rank."""
+def _backend_for_world(plugins: Any, env: dict, needed: str, comm: Any) -> Any:
+    """The backend a plugin's world needs, unless the user asked for another one."""
+    requested = _config.requested_backend(env)
+    if requested and requested != needed:
+        raise ValueError(
+            f"init(comm=<{type(comm).__name__}>) needs the {needed!r} backend, but {requested!r} was asked for "
+            "(HOROVOD_CPU_OPERATIONS / HOROVOD_CONTROLLER)"
+        )
+    return plugins.backend(needed)
+
+
+def _store_for(core: Any, plugins: Any, env: dict, topology: Topology, connects_itself: bool) -> Any:
+    """The store connecting this process to its job: the launcher's, or an unused in-memory one for
+    one rank or a backend that connects its ranks by itself (an external launcher's, e.g. MPI's)."""
     store = plugins.rendezvous_store(env)
     if store is not None:
         return core.CallbackStore(store.set, store.get)
-    if topology.size == 1:
+    if topology.size == 1 or connects_itself:
         return core.InMemoryStore()
     raise HorovodInternalError(
         f"this process is rank {topology.rank} of {topology.size}, but no rendezvous server was given; "
@@ -294,6 +325,12 @@ def gloo_enabled() -> bool:
 
 
 def mpi_threads_supported() -> bool:
-    """Whether MPI was initialised with MPI_THREAD_MULTIPLE (False when MPI is not the backend)."""
-    engine = context().engine
-    return mpi_enabled() and bool(getattr(engine, "mpi_threads_supported", False))
+    """Whether MPI runs with MPI_THREAD_MULTIPLE, so that other MPI code (mpi4py) may call MPI
+    while Horovod does; False when MPI is not the backend."""
+    context()  # raises before init(), as Horovod does
+    if not mpi_enabled():
+        return False
+    # Only the MPI backend's package can ask its MPI library; it is installed, since it is running.
+    from horovod.backends.mpi import threads_supported
+
+    return threads_supported()

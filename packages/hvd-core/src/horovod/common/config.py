@@ -50,6 +50,28 @@ class Launch:
     store: Any = None
     #: A key prefix unique to this job; init() appends the initialisation count.
     job_key: str = "job"
+    #: The backend that connects this job when a plugin described it (:class:`ExternalWorld`);
+    #: None for horovodrun's jobs and the test kit's.
+    backend: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ExternalWorld:
+    """A job, or a world inside one, that a plugin describes because horovodrun did not start it:
+    the ranks of ``mpirun -np 4 python train.py``, or the members of an mpi4py communicator given to
+    ``init(comm=...)``. Answer of the hooks ``hvd_external_launch`` and ``hvd_init_world``.
+
+    .. versionadded:: 0.2
+    """
+
+    #: This process's place in the job or world.
+    topology: Topology
+    #: The backend that must connect it. It connects its ranks by itself: the engine hands it an
+    #: in-memory store, since no rendezvous server exists.
+    backend: str
+    #: Tells this world from other worlds of the same job in store keys (for a backend that keys its
+    #: set-up by them); "" when the backend needs no store.
+    name: str = ""
 
 
 def _int(env: Mapping[str, str], key: str, default: int, minimum: int | None = None) -> int:
@@ -104,8 +126,18 @@ def topology_from_env(env: Mapping[str, str]) -> Topology:
 
 
 def launch_from_environment() -> Launch:
+    """This process's job: horovodrun's ``HOROVOD_*`` variables, else what a plugin recognises
+    (a job started by another launcher, e.g. mpirun), else a lone process (rank 0 of 1)."""
     env = dict(os.environ)
-    return Launch(topology=topology_from_env(env), env=env, job_key=env.get("HOROVOD_JOB_KEY", "job"))
+    launch = Launch(topology=topology_from_env(env), env=env, job_key=env.get("HOROVOD_JOB_KEY", "job"))
+    if "HOROVOD_RANK" in env:  # horovodrun describes every job it starts; no plugin is asked
+        return launch
+    from horovod.common.plugins import get_plugin_manager  # here: plugins import this module
+
+    external = get_plugin_manager().external_launch(env)
+    if external is None:
+        return launch
+    return dataclasses.replace(launch, topology=external.topology, backend=external.backend)
 
 
 def engine_config(core: Any, env: Mapping[str, str], *, rank: int, size: int, key_prefix: str) -> Any:

@@ -11,10 +11,11 @@ exists, so a changed meaning gets a new hook (with its own ``versionadded``) ins
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import pluggy
 
+from horovod.common.config import ExternalWorld, Topology
 from horovod.common.registry import BackendSpec, FrameworkSpec, RendezvousStore
 
 hookspec = pluggy.HookspecMarker("horovod")
@@ -53,6 +54,40 @@ def hvd_rendezvous_store(env: Mapping[str, str]) -> RendezvousStore | None:
     The store is used while communicators are created (backends exchange addresses through it).
 
     .. versionadded:: 0.1
+    """
+
+
+# --- Discovery: jobs and worlds that horovodrun did not describe. ------------------------------------
+
+
+@hookspec(firstresult=True)
+def hvd_external_launch(env: Mapping[str, str]) -> ExternalWorld | None:
+    """Describe this process's job if a launcher other than horovodrun started it, else None.
+
+    Asked when the environment has no ``HOROVOD_RANK`` (horovodrun always sets it), e.g. for
+    ``mpirun -np 4 python train.py``: the answer is this process's place in the job and the backend
+    that connects its ranks without a rendezvous server (the first non-None answer wins). Answer
+    only for a launcher you recognise: a plain ``python train.py`` must stay a job of one rank.
+
+    .. versionadded:: 0.2
+    """
+
+
+@hookspec(firstresult=True)
+def hvd_init_world(comm: Any, job: Topology, backend: str, env: Mapping[str, str]) -> ExternalWorld | None:
+    """Prepare the world ``init(comm=...)`` creates; describe it when it is not a list of ranks.
+
+    Called by every ``init()`` once a backend is chosen, with ``job`` (this process's place in
+    its job), ``backend`` (the chosen backend's name) and ``comm``, which is None (the whole job),
+    a sorted list of job ranks, or any other object that was passed to ``init(comm=...)``.
+
+    - An object hvd-core does not understand (an mpi4py communicator): the plugin that understands
+      it prepares its backend to use it as the world and returns the world's description, which
+      names the backend that must serve it (the first non-None answer wins).
+    - None or a list of ranks: hvd-core forms the world itself. A plugin whose backend is
+      ``backend`` may prepare that backend for this world here; it returns None.
+
+    .. versionadded:: 0.2
     """
 
 

@@ -24,6 +24,7 @@ from typing import Any, Callable, Literal, Mapping, TypeVar
 import pluggy
 
 from horovod.common import hookspecs
+from horovod.common.config import ExternalWorld, Topology
 from horovod.common.registry import BackendSpec, FrameworkSpec, RendezvousStore
 
 __all__ = [
@@ -331,6 +332,21 @@ class PluginManager:
         self.load()
         return self._pm.hook.hvd_rendezvous_store(env=env)
 
+    # --- discovery -------------------------------------------------------------------------
+
+    def external_launch(self, env: Mapping[str, str]) -> ExternalWorld | None:
+        """The job ``env`` describes if a plugin recognises its launcher (not horovodrun), or None."""
+        self.load()
+        return _checked_world("hvd_external_launch", self._pm.hook.hvd_external_launch(env=env))
+
+    def init_world(self, comm: Any, job: Topology, backend: str, env: Mapping[str, str]) -> ExternalWorld | None:
+        """Lets plugins prepare the world ``init(comm)`` creates; the description of a ``comm`` that
+        is neither None nor a list of ranks, from the plugin that understands it (else None)."""
+        self.load()
+        return _checked_world(
+            "hvd_init_world", self._pm.hook.hvd_init_world(comm=comm, job=job, backend=backend, env=env)
+        )
+
     # --- lifecycle ---------------------------------------------------------------------------
 
     def after_init(self, rank: int, size: int, backend: str) -> None:
@@ -346,6 +362,12 @@ class PluginManager:
         with self._lock:
             for name in list(self._plugins):
                 self._call_one(name, hook, **kwargs)
+
+
+def _checked_world(hook: str, answer: object) -> ExternalWorld | None:
+    if answer is None or isinstance(answer, ExternalWorld):
+        return answer
+    raise PluginError(f"a horovod plugin answered {hook} with {answer!r}, which is not an ExternalWorld")
 
 
 _manager: PluginManager | None = None

@@ -205,8 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="Elastic training host discovery script (not supported yet).")
 
     controller = parser.add_argument_group("controller arguments").add_mutually_exclusive_group()
-    _switch(controller, "--gloo", dest="use_gloo", help="Use the Gloo backend (HOROVOD_CPU_OPERATIONS=gloo).")
-    _switch(controller, "--mpi", "--use-mpi", dest="use_mpi", help="Launch through mpirun (not supported yet).")
+    _switch(controller, "--gloo", dest="use_gloo",
+            help="Use the Gloo backend (HOROVOD_CPU_OPERATIONS=gloo). Without --gloo/--mpi: HOROVOD_CONTROLLER, else Gloo.")
+    _switch(controller, "--mpi", "--use-mpi", dest="use_mpi",
+            help="Use the MPI backend: mpirun starts the ranks (needs hvd-backend-mpi and an MPI).")
     _switch(controller, "--jsrun", dest="use_jsrun", help="Launch through jsrun (not supported yet).")
     return parser
 

@@ -60,6 +60,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = list(ns.command)
         if command and command[0] == "--":
             command = command[1:]
+        # When the controller is MPI, mpirun starts the ranks (mpi_run.py); otherwise horovodrun does.
+        from horovod.runner import controller, mpi_run
+
+        choice = controller.choose(ns)
+        if choice.mpi:
+            return mpi_run.launch(ns, command, choice, log=_log)
         job_settings = settings.from_namespace(ns)
         if not command:
             raise UsageError(f"no command given: {PROG} -np N COMMAND [ARGS...]")

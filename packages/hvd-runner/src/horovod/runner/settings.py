@@ -10,7 +10,7 @@ import argparse
 import dataclasses
 import os
 import socket
-from horovod.runner import config_file, env_mapping, hosts, worker_env
+from horovod.runner import config_file, controller, env_mapping, hosts, worker_env
 from horovod.runner.errors import NotSupportedError, UsageError
 
 DEFAULT_START_TIMEOUT_S = 30
@@ -25,7 +25,7 @@ _ELASTIC = {
     "cooldown_range": "--blacklist-cooldown-range",
     "host_discovery_script": "--host-discovery-script",
 }
-_MPI = {"use_mpi": "--mpi", "use_jsrun": "--jsrun", "mpi_args": "--mpi-args", "binding_args": "--binding-args"}
+_MPI_ONLY = {"mpi_args": "--mpi-args", "binding_args": "--binding-args"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,27 +71,61 @@ def apply_config_file(ns: argparse.Namespace) -> list[str]:
     return warnings
 
 
-def _refuse_unsupported(ns: argparse.Namespace) -> None:
+def refuse_elastic(ns: argparse.Namespace) -> None:
     elastic = [flag for dest, flag in _ELASTIC.items() if getattr(ns, dest, None) is not None]
     if elastic:
         raise NotSupportedError(f"elastic training ({', '.join(elastic)})", "run with a fixed -np for now")
-    mpi = [flag for dest, flag in _MPI.items() if getattr(ns, dest, None)]
-    if mpi:
+
+
+def _refuse_unsupported(ns: argparse.Namespace, environ: dict[str, str]) -> None:
+    """What horovodrun's own launch cannot do (``horovodrun --mpi`` goes through mpi_run instead)."""
+    refuse_elastic(ns)
+    if ns.use_jsrun:
+        raise NotSupportedError("launching through jsrun (--jsrun)", "use --mpi (mpirun), --gloo or the default")
+    choice = controller.choose(ns, environ)
+    if choice.mpi:
+        # Only horovod.run gets here: horovodrun hands MPI jobs to mpi_run before.
         raise NotSupportedError(
-            f"launching through mpirun/jsrun ({', '.join(mpi)})",
-            "horovodrun starts the ranks itself; use the default backend or --gloo",
+            f"horovod.run through mpirun ({choice.reason})", "launch the script with horovodrun --mpi, or use Gloo"
+        )
+    mpi_only = [flag for dest, flag in _MPI_ONLY.items() if getattr(ns, dest, None)]
+    if mpi_only:
+        raise UsageError(
+            f"{', '.join(mpi_only)} only apply when mpirun starts the ranks: add --mpi "
+            f"(the controller now: {choice.reason})"
         )
 
 
-def _hosts(ns: argparse.Namespace) -> list[hosts.Host] | None:
+def hosts_and_np(ns: argparse.Namespace) -> tuple[list[hosts.Host], int]:
+    """The hosts (-H/--hostfile, default localhost:<np>) and -np (default: every slot), checked."""
+    host_list: list[hosts.Host] | None = None
     if ns.hosts is not None:
-        return hosts.parse_hosts(ns.hosts)
-    if ns.hostfile is not None:
-        return hosts.parse_hostfile(ns.hostfile)
-    return None
+        host_list = hosts.parse_hosts(ns.hosts)
+    elif ns.hostfile is not None:
+        host_list = hosts.parse_hostfile(ns.hostfile)
+    np = ns.np
+    if np is None:
+        if host_list is None:
+            raise UsageError("-np/--num-proc is required (the number of processes to start)")
+        np = sum(h.slots for h in host_list)
+    if host_list is None:
+        host_list = [hosts.Host("localhost", np)]
+    return host_list, np
 
 
-def _check_nics(nics: list[str]) -> None:
+def no_effect_notes(ns: argparse.Namespace, *, ssh: bool) -> list[str]:
+    """Flags accepted with no effect: the ssh ones when every host is this machine (``ssh``), --disable-cache."""
+    notes = []
+    if ssh:
+        for dest, flag in (("ssh_port", "-p/--ssh-port"), ("ssh_identity_file", "-i/--ssh-identity-file")):
+            if getattr(ns, dest) is not None:
+                notes.append(f"{flag} has no effect: every host is this machine")
+    if ns.disable_cache:
+        notes.append("--disable-cache has no effect: hvd-runner keeps no cache of start-up checks")
+    return notes
+
+
+def check_nics(nics: list[str]) -> None:
     try:
         available = [name for _, name in socket.if_nameindex()]
     except OSError:  # cannot list them here: let the backend report a bad name
@@ -114,17 +148,8 @@ def _check_gloo_installed() -> None:
 def from_namespace(ns: argparse.Namespace, environ: dict[str, str] | None = None) -> JobSettings:
     """Checks the flags (config file already applied) and describes the job; raises UsageError."""
     environ = dict(os.environ if environ is None else environ)
-    _refuse_unsupported(ns)
-    notes: list[str] = []
-
-    host_list = _hosts(ns)
-    np = ns.np
-    if np is None:
-        if host_list is None:
-            raise UsageError("-np/--num-proc is required (the number of processes to start)")
-        np = sum(h.slots for h in host_list)
-    if host_list is None:
-        host_list = [hosts.Host("localhost", np)]
+    _refuse_unsupported(ns, environ)
+    host_list, np = hosts_and_np(ns)
     remote = [h.name for h in host_list if not hosts.is_local(h.name)]
     if remote:
         raise NotSupportedError(
@@ -132,15 +157,11 @@ def from_namespace(ns: argparse.Namespace, environ: dict[str, str] | None = None
             "every host must be this machine for now (localhost, 127.0.0.1 or " + socket.gethostname() + ")",
         )
     placements = hosts.place_ranks(host_list, np)
-    for dest, flag in (("ssh_port", "-p/--ssh-port"), ("ssh_identity_file", "-i/--ssh-identity-file")):
-        if getattr(ns, dest) is not None:
-            notes.append(f"{flag} has no effect: every host is this machine")
-    if ns.disable_cache:
-        notes.append("--disable-cache has no effect: hvd-runner keeps no cache of start-up checks")
+    notes = no_effect_notes(ns, ssh=True)
 
     env = env_mapping.env_from_options(vars(ns))
     if ns.nics:
-        _check_nics(ns.nics)
+        check_nics(ns.nics)
         env[worker_env.GLOO_IFACE] = ns.nics[0]
         env[worker_env.NCCL_SOCKET_IFNAME] = ",".join(ns.nics)
     if ns.use_gloo:

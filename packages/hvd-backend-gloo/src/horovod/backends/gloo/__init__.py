@@ -30,25 +30,12 @@ _LIBRARY_NAMES = ("libhvd_backend_gloo.so", "libhvd_backend_gloo.dylib")
 
 
 def library_path() -> str:
-    """Absolute path of the backend's shared library.
+    """Absolute path of the backend's shared library (FileNotFoundError saying how to install it)."""
+    from horovod.common.backend_library import find_backend_library
 
-    Raises:
-        FileNotFoundError: the library is not there (e.g. the package was imported from a source
-            tree instead of an installed wheel).
-    """
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), _NATIVE_DIR)
-    for name in _LIBRARY_NAMES:
-        candidate = os.path.join(here, name)
-        if os.path.isfile(candidate):
-            return candidate
-    found = _find_in_distribution()
-    if found is not None:
-        return found
-    raise FileNotFoundError(
-        f"hvd-backend-gloo: the backend library ({' or '.join(_LIBRARY_NAMES)}) is missing from {here}; "
-        "install the package (pip install hvd-backend-gloo, which needs Gloo: apt-get install libgloo-dev) "
-        f"rather than importing it from a source tree (Python: {sys.executable})"
-    )
+    hint = "install the package (pip install hvd-backend-gloo, which needs Gloo: apt-get install libgloo-dev)"
+    return find_backend_library(here, _LIBRARY_NAMES, "hvd-backend-gloo", hint)
 
 
 # A symbol every build of Gloo defines (gloo::Context::getTimeout() const).
@@ -72,19 +59,3 @@ def protect_from_global_gloo(path: str) -> None:
     if not hasattr(ctypes.CDLL(None), _GLOO_PROBE_SYMBOL):
         return
     ctypes.CDLL(path, mode=os.RTLD_LOCAL | os.RTLD_NOW | os.RTLD_DEEPBIND)
-
-
-def _find_in_distribution() -> str | None:
-    """Where an editable install put the library: its RECORD knows, the package directory may not."""
-    from importlib import metadata
-
-    try:
-        files = metadata.distribution("hvd-backend-gloo").files or ()
-    except metadata.PackageNotFoundError:
-        return None
-    for f in files:
-        if f.name in _LIBRARY_NAMES:
-            path = os.path.abspath(str(f.locate()))
-            if os.path.isfile(path):
-                return path
-    return None

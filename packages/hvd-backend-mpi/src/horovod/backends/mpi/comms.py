@@ -1,0 +1,51 @@
+"""mpi4py communicators as hvd's world: ``hvd.init(comm=subcomm)``.
+
+Each communicator passed to ``init(comm=...)`` becomes an independent Horovod job among its
+members (Horovod's documented mpi4py interop): hvd's ranks are the communicator's ranks.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Mapping
+
+from horovod.common.config import ExternalWorld
+
+
+def is_mpi4py_comm(obj: Any) -> bool:
+    """Whether ``obj`` is an mpi4py communicator (without importing mpi4py: one made exists only
+    if mpi4py.MPI was imported)."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    return mpi is not None and isinstance(obj, mpi.Comm)
+
+
+def world_of(comm: Any, env: Mapping[str, str]) -> ExternalWorld:
+    """Makes the mpi4py communicator ``comm`` the backend's world; this process's place in it.
+
+    Collective over ``comm``'s members, as ``init()`` is.
+    """
+    from mpi4py import MPI
+
+    from horovod.backends.mpi import runtime
+
+    if comm == MPI.COMM_NULL:
+        raise ValueError("init(comm=MPI.COMM_NULL): this process is not a member of that communicator")
+    if isinstance(comm, MPI.Intercomm):
+        raise ValueError("init(comm=<mpi4py Intercomm>): hvd's world must be an intracommunicator (e.g. from Split)")
+    _check_same_mpi(MPI.Get_library_version(), runtime.library_version())
+    runtime.initialize(env)  # MPI is initialised (by mpi4py): this only checks its thread level
+    runtime.select_world(comm.py2f())
+    return ExternalWorld(runtime.topology(of_selected_world=True), backend="mpi")
+
+
+def _check_same_mpi(mpi4py_version: str, backend_version: str) -> None:
+    """Two MPI libraries in one process cannot share a communicator: refuse clearly."""
+    # Open MPI counts the terminating NUL in the length it reports, which mpi4py keeps.
+    clean = lambda text: text.replace("\x00", "").strip()  # noqa: E731
+    if clean(mpi4py_version) != clean(backend_version):
+        first = lambda text: clean(text).splitlines()[0] if clean(text) else "unknown"  # noqa: E731
+        raise ValueError(
+            f"init(comm=<mpi4py communicator>): mpi4py runs on {first(mpi4py_version)!r}, but hvd-backend-mpi was "
+            f"built for {first(backend_version)!r}; install both against the same MPI (e.g. rebuild hvd-backend-mpi "
+            "in the environment where mpi4py's MPI is installed)"
+        )
