@@ -363,7 +363,7 @@ Status Engine::RunSet(ProcessSet& ps, StopWish wish, bool* stop, bool* anyone_bu
     if (wish != StopWish::kNone) return Status::Ok();  // this rank asked too: a normal end, or its own failure
     if (!result.failed_by.empty()) {  // peers stop because they failed: raise what they raise
       *cause = StopCause::kStall;
-      return PeerFailure(store_.get(), config_.key_prefix, result.failed_by, config_.timeout_ms);
+      return PeerFailure(store_.get(), config_.key_prefix, result.failed_by, config_.failure_report_wait_ms);
     }
     *cause = StopCause::kPeerShutdown;
     return Status::Aborted(PeerShutdownMessage(result.shutdown_by));
@@ -442,8 +442,30 @@ Status Engine::ApplyProcessSetChange(const Response& r) {
 }
 
 void Engine::FailEverything(const Status& failure, StopCause cause) {
+  // First explain the failure (which may wait for the launcher's report), then stop accepting
+  // work: an operation submitted meanwhile is failed below with the same, explained error.
+  FailureContext context;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& kv : sets_)
+      for (const std::string& name : kv.second->arrival)
+        if (kv.second->pending.count(name)) context.pending.push_back(name);
+    for (auto& e : queue_) context.pending.push_back(e->name);
+  }
+  // Peers caused it and this rank was waiting on them: the launcher may know why.
+  if ((cause == StopCause::kTransport || cause == StopCause::kPeerShutdown) && !context.pending.empty()) {
+    context.store = store_.get();
+    context.report_key = config_.failure_report_key;
+    context.report_wait_ms = config_.failure_report_wait_ms;
+  }
+  const Status status = ExplainFailure(failure, context);
+  // A peer's shutdown while nothing was pending here is how a job normally ends: no error.
+  if (cause == StopCause::kPeerShutdown && context.pending.empty()) {
+    HVD_LOG(log_, kDebug) << status.message();
+  } else if (cause != StopCause::kThisRank) {
+    HVD_LOG(log_, kError) << status.message();
+  }
   std::vector<std::pair<ProcessSet*, std::unique_ptr<TensorEntry>>> doomed;
-  Status status = failure;
   {
     std::lock_guard<std::mutex> lk(mu_);
     running_ = false;
@@ -458,26 +480,6 @@ void Engine::FailEverything(const Status& failure, StopCause cause) {
       doomed.emplace_back(ps, std::move(queue_.front()));
       queue_.pop_front();
     }
-  }
-  FailureContext context;
-  for (auto& d : doomed) context.pending.push_back(d.second->name);
-  // Peers caused it: the launcher may know why (not asked at a normal end, nothing pending).
-  const bool peers_caused_it = cause == StopCause::kTransport || (cause == StopCause::kPeerShutdown && !doomed.empty());
-  if (peers_caused_it) {
-    context.store = store_.get();
-    context.report_key = config_.failure_report_key;
-    context.report_wait_ms = config_.failure_report_wait_ms;
-  }
-  status = ExplainFailure(failure, context);
-  // A peer's shutdown while nothing was pending here is how a job normally ends: no error.
-  if (cause == StopCause::kPeerShutdown && context.pending.empty()) {
-    HVD_LOG(log_, kDebug) << status.message();
-  } else if (cause != StopCause::kThisRank) {
-    HVD_LOG(log_, kError) << status.message();
-  }
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    stop_status_ = status;
   }
   for (auto& d : doomed) {
     if (d.first) {

@@ -33,8 +33,11 @@ bool PythonFinalizing() {
 #endif
 }
 
-// A store whose operations call back into Python (the launcher's rendezvous client). Only used
-// while connecting communicators, never on the data path; takes the GIL for each call.
+// A store whose operations call back into Python (the launcher's rendezvous client). Used while
+// connecting communicators and, once a job fails, to read the launcher's report of the lost rank
+// (failure_report.h); never on the data path. Takes the GIL for each call, so an engine must be
+// shut down with the GIL released (Engine.shutdown does), never only destroyed while a failure is
+// being explained.
 class CallbackStore : public KVStore {
  public:
   CallbackStore(nb::callable set, nb::callable get) : set_(std::move(set)), get_(std::move(get)) {}

@@ -132,3 +132,65 @@ def test_a_rank_that_shuts_down_early_is_named(job_env: dict[str, str]) -> None:
     line = next(l for l in result.stdout.splitlines() if l.startswith("[0]<stdout>:error:"))
     assert "rank 1 shut Horovod down" in line, line
     assert "'never_matched'" in line, line
+
+
+def test_a_survivor_is_never_reported_as_the_lost_rank(job_env: dict[str, str]) -> None:
+    """Rank 1 leaves early (exit 0); rank 0 fails at its next call with HorovodInternalError and
+    exits 1. Rank 2, waiting for rank 1, must not be told that rank 0 was lost."""
+    code = textwrap.dedent(
+        """\
+        import time
+        import numpy as np
+        import horovod.common as hvd
+        hvd.init()
+        if hvd.rank() == 1:
+            time.sleep(0.5)
+        elif hvd.rank() == 0:
+            time.sleep(1.5)
+            hvd.allreduce(np.ones(1), name="too_late")  # Horovod has stopped: exits 1
+        else:
+            try:
+                hvd.allreduce(np.ones(1), name="gradients")
+            except hvd.HorovodInternalError as error:
+                print("survivor 2 HorovodInternalError:", error, flush=True)
+        """
+    )
+    result = horovodrun("-np", "3", "-H", "localhost:3", *python_ranks(code), env=job_env)
+    line = next((l for l in result.stdout.splitlines() if "survivor 2" in l), None)
+    assert line is not None, result.stdout + result.stderr
+    assert "rank 1 shut Horovod down" in line, line
+    assert "the launcher reports: rank 0" not in line, line
+
+
+def test_a_rank_stopped_for_a_moment_is_not_blamed_later(job_env: dict[str, str]) -> None:
+    """Rank 1 is stopped for 1.5 s and resumed (as by a debugger), later rank 2 is killed: the
+    survivors' errors name rank 2, not rank 1."""
+    code = textwrap.dedent(
+        """\
+        import os, signal, time
+        import numpy as np
+        import horovod.common as hvd
+        hvd.init()
+        pids = hvd.allgather(np.array([os.getpid()]), name="pids").tolist()
+        if hvd.rank() == 0:
+            os.kill(pids[1], signal.SIGSTOP)
+            time.sleep(1.5)
+            os.kill(pids[1], signal.SIGCONT)
+        hvd.allreduce(np.ones(1), name="after_pause")
+        if hvd.rank() == 2:
+            time.sleep(0.5)
+            os.kill(os.getpid(), signal.SIGKILL)
+        try:
+            hvd.allreduce(np.ones(1), name="gradients")
+        except hvd.HorovodInternalError as error:
+            print(f"survivor {hvd.rank()} HorovodInternalError: {error}", flush=True)
+            raise
+        """
+    )
+    result = horovodrun("-np", "3", "-H", "localhost:3", *python_ranks(code), env=job_env)
+    errors = _survivor_errors(result.stdout)
+    assert sorted(errors) == [0, 1], result.stdout + result.stderr
+    for error in errors.values():
+        assert "the launcher reports: rank 2 (on localhost): its process (pid" in error, error
+        assert "is stopped" not in error, error
+    assert re.search(r"job failed: rank 2 \(pid \d+\) was killed by signal SIGKILL$", result.stderr, re.M), result.stderr

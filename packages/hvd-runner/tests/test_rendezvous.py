@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import http.client
 import socket
+import textwrap
 import threading
 import time
 import urllib.parse
 from typing import Iterator
 
 import pytest
+from conftest import horovodrun, python_ranks
 
 from horovod.common.registry import RendezvousStore
 from horovod.runner.rendezvous import auth
@@ -319,10 +321,30 @@ def _non_loopback_address() -> str | None:
     return None if address.startswith("127.") else address
 
 
-def test_a_local_job_server_listens_on_loopback_only(server: RendezvousServer) -> None:
-    """A job whose ranks all run here binds 127.0.0.1: other machines cannot even connect."""
-    assert server.host == "127.0.0.1"
+def test_a_local_job_server_listens_on_loopback_only(job_env: dict[str, str]) -> None:
+    """A job whose ranks all run here binds its rendezvous server to 127.0.0.1: a rank sees that
+    address, and the server's port cannot be reached through this machine's network address."""
     address = _non_loopback_address()
-    if address is not None:  # a machine with a network interface: the server is not on it
-        with pytest.raises(ConnectionRefusedError):
-            socket.create_connection((address, server.port), timeout=5).close()
+    code = textwrap.dedent(
+        f"""\
+        import os, socket
+        import horovod.common as hvd
+        hvd.init()
+        addr, port = os.environ["HOROVOD_RENDEZVOUS_ADDR"], int(os.environ["HOROVOD_RENDEZVOUS_PORT"])
+        outside = {address!r}
+        reachable = None
+        if outside is not None:
+            try:
+                socket.create_connection((outside, port), timeout=5).close()
+                reachable = True
+            except ConnectionRefusedError:
+                reachable = False
+        print("rendezvous", addr, reachable, flush=True)
+        hvd.shutdown()
+        """
+    )
+    result = horovodrun("-np", "2", "-H", "localhost:2", *python_ranks(code), env=job_env)
+    assert result.returncode == 0, result.stderr
+    seen = [l.split(":", 1)[1] for l in result.stdout.splitlines() if ">:rendezvous " in l]
+    expected = "rendezvous 127.0.0.1 " + ("None" if address is None else "False")
+    assert seen == [expected, expected], result.stdout

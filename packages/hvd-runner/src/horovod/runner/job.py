@@ -17,7 +17,7 @@ from horovod.runner import exit_report, loss_report, worker_env
 from horovod.runner.local import LocalJob, Outcome, RankSpec, Report
 from horovod.runner.output import OutputRouter
 from horovod.runner.rendezvous import auth
-from horovod.runner.rendezvous.server import DEFAULT_MAX_VALUE_BYTES, RendezvousServer
+from horovod.runner.rendezvous.server import DEFAULT_MAX_VALUE_BYTES, RendezvousServer, StoreFull
 from horovod.runner.settings import JobSettings
 
 
@@ -79,9 +79,14 @@ def run_job(
     prefix = exit_report.key_prefix(job_key)
 
     with RendezvousServer(secret, host=settings.rendezvous_host, max_value_bytes=max_value) as server:
+        def publish_loss(line: str) -> None:
+            try:
+                server.set(loss_report.key(job_key), line.encode())
+            except StoreFull:  # the job filled the store: survivors only miss this detail
+                pass
+
         losses = loss_report.LossReporter(
-            lambda line: server.set(loss_report.key(job_key), line.encode()),
-            hosts={p.rank: p.hostname for p in settings.placements},
+            publish_loss, hosts={p.rank: p.hostname for p in settings.placements}, reports=reports
         )
 
         def on_set(key: str, value: bytes) -> None:

@@ -142,6 +142,9 @@ class RankObserver(Protocol):
     def rank_stopped(self, rank: int, pid: int) -> None:
         """A rank's process is stopped (alive, but it cannot take part in collectives)."""
 
+    def rank_resumed(self, rank: int) -> None:
+        """A rank reported stopped runs again."""
+
 
 class LocalJob:
     """Starts ``ranks``, forwards their output, waits for them and propagates the first failure.
@@ -169,7 +172,9 @@ class LocalJob:
         self._ranks = list(ranks)
         self._failure_grace_s = failure_grace_s
         self._observer = observer
-        self._stopped_seen: set[int] = set()
+        self._stopped_polls: dict[int, int] = {}  # rank -> consecutive polls that found it stopped
+        self._stopped_now: set[int] = set()  # ranks reported stopped, until they run again
+        self._stopped_at_failure: set[int] = set()
         self._reports = reports if reports is not None else {}
         self._signaled: dict[int, float] = {}  # rank -> when the launcher sent it SIGTERM
         self._output = output
@@ -265,6 +270,7 @@ class LocalJob:
                 self._observer.rank_failed(exit_)
             if returncode != 0 and first is None:
                 first = exit_
+                self._stopped_at_failure = set(self._stopped_now)
                 others = set(self._procs) - set(self._exits)
                 if others:
                     self._log(f"rank {rank} {exit_.describe()}; stopping the other {len(others)} rank(s)")
@@ -283,22 +289,30 @@ class LocalJob:
             message += f" ({report.reason})"
         if culprit is not first:
             message += f"; it began to fail first, although rank {first.rank} exited before it"
-        if self._stopped_seen:
-            ranks = ", ".join(map(str, sorted(self._stopped_seen)))
+        if self._stopped_at_failure:
+            ranks = ", ".join(map(str, sorted(self._stopped_at_failure)))
             message += f"; rank(s) {ranks} had been stopped (SIGSTOP, or held by a debugger) before"
         self._log(message)
         return Outcome(culprit.exit_code, culprit, dict(self._exits))
 
     def _notice_stopped_ranks(self) -> None:
-        """Says so, once, when a rank is stopped (SIGSTOP, or held by a debugger): its peers can only
-        time out waiting for it, and their errors should say why."""
+        """Says so when a rank stays stopped (SIGSTOP, or held by a debugger) for two polls in a row:
+        its peers can only time out waiting for it, and their errors should say why. A rank that
+        runs again is withdrawn (a debugger's or profiler's short stop is not a failure)."""
         for rank, proc in self._procs.items():
-            if rank in self._exits or rank in self._stopped_seen or not _is_stopped(proc.pid):
-                continue
-            self._stopped_seen.add(rank)
-            self._log(f"rank {rank} (pid {proc.pid}) is stopped (SIGSTOP, or held by a debugger); the other ranks will time out waiting for it")
-            if self._observer is not None:
-                self._observer.rank_stopped(rank, proc.pid)
+            stopped = rank not in self._exits and _is_stopped(proc.pid)
+            polls = self._stopped_polls.get(rank, 0) + 1 if stopped else 0
+            self._stopped_polls[rank] = polls
+            if polls == 2:
+                self._stopped_now.add(rank)
+                self._log(f"rank {rank} (pid {proc.pid}) is stopped (SIGSTOP, or held by a debugger); the other ranks will time out waiting for it")
+                if self._observer is not None:
+                    self._observer.rank_stopped(rank, proc.pid)
+            elif polls == 0 and rank in self._stopped_now:
+                self._stopped_now.discard(rank)
+                self._log(f"rank {rank} (pid {proc.pid}) runs again")
+                if self._observer is not None:
+                    self._observer.rank_resumed(rank)
 
     def _first_to_fail(self) -> RankExit | None:
         def began(e: RankExit) -> float:
