@@ -3,9 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <set>
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
 
 #include "validation.h"
 
@@ -268,30 +265,7 @@ void Engine::Complete(ProcessSet& ps, std::unique_ptr<TensorEntry> e, Status sta
 // an idle job does not keep cores busy; any work, on any rank, brings them back to full speed.
 constexpr int64_t kMaxIdleCycleMultiple = 16;
 
-void Engine::SettleBurst(std::unique_lock<std::mutex>& lk, std::chrono::microseconds cycle) {
-  const int64_t settle_us = config_.burst_settle_us;
-  if (settle_us <= 0 || queue_.empty()) return;
-  // Only when the last wake-up found a burst (or this one does): a lone op, as in a latency-bound
-  // loop, is negotiated at once.
-  if (queue_.size() >= 2) bursty_ = true;
-  if (!bursty_) return;
-  const int64_t deadline = NowMicros() + cycle.count();
-  for (;;) {
-    int64_t now = NowMicros();
-    int64_t quiet = now - queue_.back()->enqueued_us;
-    if (quiet >= settle_us || now >= deadline || shutdown_requested_) break;
-    lk.unlock();
-    std::this_thread::sleep_for(std::chrono::microseconds(std::min(settle_us - quiet, deadline - now)));
-    lk.lock();
-  }
-  bursty_ = queue_.size() >= 2;
-}
-
 void Engine::Loop() {
-#ifdef __linux__
-  // The default 50 us timer slack would stretch SettleBurst's short sleeps; 1 us keeps them exact.
-  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-#endif
   const auto cycle = std::chrono::microseconds(std::max<int64_t>(1, (int64_t)(config_.cycle_time_ms * 1000)));
   auto idle_wait = cycle;
   Status failure;
@@ -305,7 +279,6 @@ void Engine::Loop() {
       loop_waiting_ = true;
       cv_.wait_for(lk, idle_wait, [&] { return !queue_.empty() || shutdown_requested_; });
       loop_waiting_ = false;
-      SettleBurst(lk, cycle);
       while (!queue_.empty()) {
         std::unique_ptr<TensorEntry> e = std::move(queue_.front());
         queue_.pop_front();

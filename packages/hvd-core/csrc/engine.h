@@ -44,8 +44,6 @@ struct EngineConfig {
   int64_t timeout_ms = 30000;
   bool dynamic_process_sets = false;
   std::vector<std::vector<int32_t>> process_sets;  // static sets, ids 1..n in this order
-  // A pause in submissions that ends a burst (SettleBurst); 0 negotiates at the first submission.
-  int64_t burst_settle_us = 60;
   // Where a launcher describes a lost rank in the store (failure_report.h); empty: no launcher.
   std::string failure_report_key;
   int64_t failure_report_wait_ms = 3000;
@@ -86,10 +84,6 @@ class Engine {
 
  private:
   void Loop();
-  // A burst of submissions (a list of tensors, a backward pass) arrives microseconds apart; once
-  // the loop has seen one, it waits until submissions pause for burst_settle_us (at most a cycle
-  // time) so that the burst is negotiated in one cycle instead of two or three. Requires mu_ held.
-  void SettleBurst(std::unique_lock<std::mutex>& lk, std::chrono::microseconds cycle);
   // Why the loop stopped: it decides what the error says and whether the launcher is asked.
   enum class StopCause { kThisRank, kStall, kPeerShutdown, kTransport };
   Status RunSet(ProcessSet& ps, StopWish wish, bool* stop, bool* anyone_busy, StopCause* cause);
@@ -125,8 +119,7 @@ class Engine {
   bool started_ = false;
   bool running_ = false;
   bool shutdown_requested_ = false;
-  bool loop_waiting_ = false;
-  bool bursty_ = false;  // the last wake-up found a burst of submissions (SettleBurst)  // the loop sleeps on cv_: only then does Enqueue need to wake it
+  bool loop_waiting_ = false;  // the loop sleeps on cv_: only then does Enqueue need to wake it
   Status stop_status_;
   Status deferred_failure_;  // a process set's stall shutdown, raised once the global set stops
   std::thread thread_;

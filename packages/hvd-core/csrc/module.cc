@@ -256,7 +256,6 @@ NB_MODULE(_core, m) {
       .def_rw("timeout_ms", &EngineConfig::timeout_ms)
       .def_rw("dynamic_process_sets", &EngineConfig::dynamic_process_sets)
       .def_rw("process_sets", &EngineConfig::process_sets)
-      .def_rw("burst_settle_us", &EngineConfig::burst_settle_us)
       .def_rw("failure_report_key", &EngineConfig::failure_report_key)
       .def_rw("failure_report_wait_ms", &EngineConfig::failure_report_wait_ms);
 

@@ -19,7 +19,6 @@ def test_defaults_are_horovods() -> None:
     assert c.fusion_threshold == 128 * 1024 * 1024 and c.cycle_time_ms == 1.0 and c.cache_capacity == 1024
     assert c.stall_check_enabled and c.stall_check_s == 60.0 and c.stall_shutdown_s == 0.0
     assert c.timeout_ms == 30000 and c.log_level == 3 and not c.dynamic_process_sets
-    assert c.burst_settle_us == 60  # hvd's own knob
 
 
 def test_knobs_are_read() -> None:
@@ -27,9 +26,7 @@ def test_knobs_are_read() -> None:
         HOROVOD_FUSION_THRESHOLD="0", HOROVOD_CYCLE_TIME="2.5", HOROVOD_CACHE_CAPACITY="7",
         HOROVOD_STALL_CHECK_DISABLE="1", HOROVOD_STALL_SHUTDOWN_TIME_SECONDS="9", HOROVOD_LOG_LEVEL="debug",
         HOROVOD_GLOO_TIMEOUT_SECONDS="4", HOROVOD_TIMELINE="/tmp/x.json", HOROVOD_DYNAMIC_PROCESS_SETS="true",
-        HOROVOD_BURST_SETTLE_US="0",
     )
-    assert c.burst_settle_us == 0
     assert (c.fusion_threshold, c.cycle_time_ms, c.cache_capacity) == (0, 2.5, 7)
     assert not c.stall_check_enabled and c.stall_shutdown_s == 9.0 and c.log_level == 1
     assert c.timeout_ms == 4000 and c.timeline_path == "/tmp/x.json" and c.dynamic_process_sets
@@ -41,7 +38,6 @@ def test_knobs_are_read() -> None:
     [
         ({"HOROVOD_FUSION_THRESHOLD": "lots"}, "HOROVOD_FUSION_THRESHOLD='lots' is not an integer"),
         ({"HOROVOD_CACHE_CAPACITY": "-1"}, "HOROVOD_CACHE_CAPACITY=-1 must be at least 0"),
-        ({"HOROVOD_BURST_SETTLE_US": "-5"}, "HOROVOD_BURST_SETTLE_US=-5 must be at least 0"),
         ({"HOROVOD_CYCLE_TIME": "fast"}, "HOROVOD_CYCLE_TIME='fast' is not a number"),
         ({"HOROVOD_LOG_LEVEL": "loud"}, "HOROVOD_LOG_LEVEL='loud' is not one of"),
         ({"HOROVOD_STALL_CHECK_DISABLE": "maybe"}, "is not a boolean"),
