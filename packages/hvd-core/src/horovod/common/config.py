@@ -140,6 +140,12 @@ def launch_from_environment() -> Launch:
     return dataclasses.replace(launch, topology=external.topology, backend=external.backend)
 
 
+def failure_report_key(job_key: str) -> str:
+    """The store key under which a launcher describes the first rank its job lost (one line of
+    text, or empty for none): the contract between launchers and the engine."""
+    return f"{job_key}/lost"
+
+
 def engine_config(core: Any, env: Mapping[str, str], *, rank: int, size: int, key_prefix: str) -> Any:
     """A ``_core.EngineConfig`` from the ``HOROVOD_*`` knobs, with Horovod's defaults."""
     config = core.EngineConfig()
@@ -164,10 +170,10 @@ def engine_config(core: Any, env: Mapping[str, str], *, rank: int, size: int, ke
     config.log_hide_time = _bool(env, "HOROVOD_LOG_HIDE_TIME")
     config.timeout_ms = int(_float(env, "HOROVOD_GLOO_TIMEOUT_SECONDS", 30.0, minimum=0.001) * 1000)
     config.dynamic_process_sets = _bool(env, "HOROVOD_DYNAMIC_PROCESS_SETS")
-    # A launcher (horovodrun) describes a lost rank under "<job key>/lost" in the job's store; the
-    # engine adds that to the error its peers raise, waiting up to this long for it to appear.
+    # A launcher (horovodrun) describes a lost rank in the job's store; the engine adds that to the
+    # error its peers raise, waiting up to this long for it to appear.
     job_key = env.get("HOROVOD_JOB_KEY", "").strip()
-    config.failure_report_key = f"{job_key}/lost" if job_key else ""
+    config.failure_report_key = failure_report_key(job_key) if job_key else ""
     config.failure_report_wait_ms = int(_float(env, "HOROVOD_FAILURE_REPORT_WAIT_SECONDS", 3.0) * 1000)
     for key in _NOT_YET:
         if env.get(key, "").strip() not in ("", "0"):

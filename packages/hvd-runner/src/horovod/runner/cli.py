@@ -14,34 +14,24 @@ from typing import Any, Sequence
 from horovod.runner.env_mapping import LOG_LEVELS
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive integer (at least 1 process)")
-    return value
+def _number(convert: type, kind: str, minimum: float, too_small: str):
+    """An argparse type: ``convert`` of the text, at least ``minimum``; errors name the value."""
+
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {kind}") from None
+        if not value >= minimum:
+            raise argparse.ArgumentTypeError(f"{value} {too_small}")
+        return value
+
+    return parse
 
 
-def _nonnegative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} must not be negative")
-    return value
-
-
-def _nonnegative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"{value} must not be negative")
-    return value
+_positive_int = _number(int, "an integer", 1, "is not a positive integer (at least 1 process)")
+_nonnegative_int = _number(int, "an integer", 0, "must not be negative")
+_nonnegative_float = _number(float, "a number", 0.0, "must not be negative")
 
 
 def _log_level(text: str) -> str:

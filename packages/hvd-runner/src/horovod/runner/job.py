@@ -12,6 +12,7 @@ import sys
 import time
 from typing import Callable, Mapping, Sequence, TextIO
 
+from horovod.common.config import failure_report_key
 from horovod.runner import settings as settings_mod
 from horovod.runner import exit_report, loss_report, worker_env
 from horovod.runner.local import LocalJob, Outcome, RankSpec, Report
@@ -81,7 +82,7 @@ def run_job(
     with RendezvousServer(secret, host=settings.rendezvous_host, max_value_bytes=max_value) as server:
         def publish_loss(line: str) -> None:
             try:
-                server.set(loss_report.key(job_key), line.encode())
+                server.set(failure_report_key(job_key), line.encode())
             except StoreFull:  # the job filled the store: survivors only miss this detail
                 pass
 

@@ -12,7 +12,6 @@ group is stopped the same way, so no process outlives the launcher.
 from __future__ import annotations
 
 import dataclasses
-import os
 import queue
 import signal
 import subprocess
@@ -23,6 +22,12 @@ from typing import Callable, Mapping, Protocol, Sequence
 from horovod.runner.exit_report import EXITING
 from horovod.runner.hosts import Placement
 from horovod.runner.output import OutputRouter
+from horovod.runner.process_groups import (
+    group_alive,
+    is_stopped,
+    shell_status,
+    signal_group,
+)
 
 #: Seconds between SIGTERM and SIGKILL.
 DEFAULT_GRACE_S = 3.0
@@ -55,7 +60,7 @@ class RankExit:
     @property
     def exit_code(self) -> int:
         """The status a shell would report: the code, or 128 + the signal number."""
-        return self.returncode if self.returncode >= 0 else 128 - self.returncode
+        return shell_status(self.returncode)
 
     def describe(self) -> str:
         if self.returncode >= 0:
@@ -86,51 +91,6 @@ class Outcome:
     failed: RankExit | None
     #: How every rank ended, by rank.
     exits: dict[int, RankExit]
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether a process group still has a live (non-zombie) member."""
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        entries = None
-    if entries is None or not os.path.exists("/proc/self/stat"):
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
-
-
-def _is_stopped(pid: int) -> bool:
-    """Whether process ``pid`` is stopped by a signal or a tracer (state T or t in /proc)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2 :][:1] in (b"T", b"t")
-
-
-def _killpg(pgid: int, signum: int) -> None:
-    try:
-        os.killpg(pgid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 class RankObserver(Protocol):
@@ -300,7 +260,7 @@ class LocalJob:
         its peers can only time out waiting for it, and their errors should say why. A rank that
         runs again is withdrawn (a debugger's or profiler's short stop is not a failure)."""
         for rank, proc in self._procs.items():
-            stopped = rank not in self._exits and _is_stopped(proc.pid)
+            stopped = rank not in self._exits and is_stopped(proc.pid)
             polls = self._stopped_polls.get(rank, 0) + 1 if stopped else 0
             self._stopped_polls[rank] = polls
             if polls == 2:
@@ -353,7 +313,7 @@ class LocalJob:
         for rank in live:
             if rank not in self._reports:
                 self._signaled.setdefault(rank, now)
-                _killpg(self._procs[rank].pid, signal.SIGTERM)
+                signal_group(self._procs[rank].pid, signal.SIGTERM)
         self._collect(live, time.monotonic() + self._grace_s)
         stubborn = live - set(self._exits)
         if stubborn:
@@ -361,23 +321,23 @@ class LocalJob:
         now = time.monotonic()
         for rank in stubborn:
             self._signaled.setdefault(rank, now)
-            _killpg(self._procs[rank].pid, signal.SIGKILL)
+            signal_group(self._procs[rank].pid, signal.SIGKILL)
         self._hurry.clear()
         self._collect(stubborn, time.monotonic() + 30.0)
 
     def _reap_leftovers(self) -> None:
         """Stops what ranks left behind in their process groups (their own children)."""
-        groups = [proc.pid for proc in self._procs.values() if _group_alive(proc.pid)]
+        groups = [proc.pid for proc in self._procs.values() if group_alive(proc.pid)]
         if not groups:
             return
         for pgid in groups:
-            _killpg(pgid, signal.SIGTERM)
+            signal_group(pgid, signal.SIGTERM)
         deadline = time.monotonic() + self._grace_s
-        while time.monotonic() < deadline and any(_group_alive(g) for g in groups) and not self._hurry.is_set():
+        while time.monotonic() < deadline and any(group_alive(g) for g in groups) and not self._hurry.is_set():
             time.sleep(0.05)
         for pgid in groups:
-            if _group_alive(pgid):
-                _killpg(pgid, signal.SIGKILL)
+            if group_alive(pgid):
+                signal_group(pgid, signal.SIGKILL)
 
     def _signals_deferred(self) -> "_DeferSignals":
         return _DeferSignals(self._hurry)

@@ -3,9 +3,9 @@
 When a rank fails, its peers' collectives are cut off: their transport sees a closed connection, or
 their negotiation sees the rank shut Horovod down, but neither says why. The launcher knows: the
 exception the rank reported (:mod:`horovod.runner.exit_report`) and its exit status or signal. It
-writes one line about the first rank lost under ``<job key>/lost`` in the job's store (the contract
-with hvd-core, whose engine waits briefly for that key when peers stopped it and adds the line to
-the ``HorovodInternalError`` every surviving rank raises).
+writes one line about the first rank lost under ``horovod.common.config.failure_report_key(job)``
+in the job's store (hvd-core's engine waits briefly for that key when peers stopped it and adds the
+line to the ``HorovodInternalError`` every surviving rank raises).
 """
 
 from __future__ import annotations
@@ -14,11 +14,6 @@ import threading
 from typing import Callable, Mapping
 
 from horovod.runner.local import RankExit, Report
-
-
-def key(job_key: str) -> str:
-    """The store key hvd-core's engine reads (``failure_report_key`` in horovod/common/config.py)."""
-    return f"{job_key}/lost"
 
 
 class LossReporter:

@@ -18,6 +18,8 @@ import sys
 import threading
 from typing import Callable, Mapping, Sequence
 
+from horovod.runner.process_groups import shell_status, signal_group
+
 #: Seconds mpirun gets to stop its ranks after a signal (it runs its own SIGTERM-then-SIGKILL).
 DEFAULT_GRACE_S = 10.0
 #: Bytes of mpirun's stderr kept for reading its failure report.
@@ -47,7 +49,7 @@ class MpirunExit:
         """horovodrun's exit status: 128 + N when interrupted by signal N, else mpirun's (as a shell shows it)."""
         if self.signal is not None:
             return 128 + self.signal
-        return self.returncode if self.returncode >= 0 else 128 - self.returncode
+        return shell_status(self.returncode)
 
 
 class _StderrRelay(threading.Thread):
@@ -78,13 +80,6 @@ def _write_stderr(chunk: bytes) -> None:
         sys.stderr.flush()
 
 
-def _killpg(pid: int, signum: int) -> None:
-    try:
-        os.killpg(pid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def run_mpirun(
     argv: Sequence[str],
     env: Mapping[str, str],
@@ -110,11 +105,11 @@ def run_mpirun(
     def kill_group() -> None:
         if proc.poll() is None:
             log(f"mpirun still running {grace_s:g} s after {signal.Signals(received[0]).name}; sending SIGKILL")
-            _killpg(proc.pid, signal.SIGKILL)
+            signal_group(proc.pid, signal.SIGKILL)
 
     def forward(signum: int, frame: object) -> None:
         if received and signum == signal.SIGINT:  # a second Ctrl-C: do not wait
-            _killpg(proc.pid, signal.SIGKILL)
+            signal_group(proc.pid, signal.SIGKILL)
             return
         received.append(signum)
         if proc.poll() is None:
@@ -137,7 +132,7 @@ def run_mpirun(
         if killer:
             killer[0].cancel()
         # What mpirun left in its group (a rank that ignored its stop) goes with it.
-        _killpg(proc.pid, signal.SIGKILL)
+        signal_group(proc.pid, signal.SIGKILL)
     relay.join(timeout=5.0)
     tail = bytes(relay.tail).decode(errors="replace")
     return MpirunExit(returncode, received[0] if received else None, tail)
