@@ -1,4 +1,5 @@
-// The backend's function table and its one exported symbol, hvd_backend_v1_get.
+// The backend's function table and its exported symbols: hvd_backend_v1_get, and
+// hvd_gloo_transport for diagnostics.
 #include "comm.h"
 
 #ifndef HVD_BACKEND_GLOO_VERSION
@@ -33,3 +34,10 @@ const hvd_backend_v1 kTable = {
 }  // namespace
 
 extern "C" HVD_BACKEND_EXPORT const hvd_backend_v1* hvd_backend_v1_get(void) { return &kTable; }
+
+// Which transport carries `comm`'s allreduce, allgather, broadcast and barrier: "shared memory"
+// (every member on this host), "tcp", or "local" (a communicator of one member).
+extern "C" HVD_BACKEND_EXPORT const char* hvd_gloo_transport(const hvd_comm* comm) {
+  if (!comm || comm->size == 1) return "local";
+  return comm->shm ? "shared memory" : "tcp";
+}

@@ -1,4 +1,5 @@
-// The collectives Gloo implements itself: allreduce, allgatherv, broadcast, barrier.
+// The collectives Gloo implements itself: allreduce, allgatherv, broadcast, barrier. When every
+// member runs on this host they go through shared memory instead (shm_collectives.cc).
 //
 // Each one is Gloo's unbound-buffer algorithm driven the way torch.distributed's ProcessGroupGloo
 // drives it (options object, then gloo::allreduce/allgatherv/...), directly on the caller's
@@ -18,6 +19,7 @@
 #include "errors.h"
 #include "exchange.h"
 #include "reduce_fn.h"
+#include "shm_group.h"
 
 namespace hvd_gloo {
 namespace {
@@ -66,6 +68,9 @@ int Allreduce(hvd_comm* comm, const void* sendbuf, void* recvbuf, size_t count, 
     if (sendbuf != recvbuf) std::memcpy(recvbuf, sendbuf, count * element_size);
     return HVD_OK;
   }
+  if (comm->shm) {
+    return Guarded(comm, "allreduce", [&] { ShmAllreduce(*comm->shm, sendbuf, recvbuf, count, dtype, op); });
+  }
   if (count * element_size * (size_t)(comm->size - 1) <= SmallAllreduceBytes()) {
     return Guarded(comm, "allreduce", [&] { AllreduceByExchange(comm, sendbuf, recvbuf, count, dtype, op); });
   }
@@ -95,6 +100,9 @@ int Allgatherv(hvd_comm* comm, const void* sendbuf, void* recvbuf, const size_t*
     if (recvcounts[0]) std::memcpy(recvbuf, sendbuf, recvcounts[0] * element_size);
     return HVD_OK;
   }
+  if (comm->shm) {
+    return Guarded(comm, "allgather", [&] { ShmAllgatherv(*comm->shm, sendbuf, recvbuf, recvcounts, element_size); });
+  }
   return Guarded(comm, "allgather", [&] {
     comm->waiting_on = RingNeighbours(comm, -1);
     gloo::AllgathervOptions opts(comm->context);
@@ -113,6 +121,9 @@ int Broadcast(hvd_comm* comm, void* buf, size_t count, hvd_dtype dtype, int32_t 
     return Invalid(comm, "broadcast", "root " + std::to_string(root) + " is out of range");
   }
   if (count == 0 || comm->size == 1) return HVD_OK;
+  if (comm->shm) {
+    return Guarded(comm, "broadcast", [&] { ShmBroadcast(*comm->shm, buf, count * hvd::dtype_size(dtype), root); });
+  }
   return Guarded(comm, "broadcast", [&] {
     if (comm->rank != root) comm->waiting_on = {TreeParent(comm, root)};
     gloo::BroadcastOptions opts(comm->context);
@@ -127,6 +138,7 @@ int Broadcast(hvd_comm* comm, void* buf, size_t count, hvd_dtype dtype, int32_t 
 
 int Barrier(hvd_comm* comm) {
   if (comm->size == 1) return HVD_OK;
+  if (comm->shm) return Guarded(comm, "barrier", [&] { ShmBarrier(*comm->shm); });
   return Guarded(comm, "barrier", [&] {
     gloo::BarrierOptions opts(comm->context);
     gloo::barrier(opts);

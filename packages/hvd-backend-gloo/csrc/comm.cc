@@ -10,6 +10,7 @@
 
 #include "device.h"
 #include "errors.h"
+#include "shm_group.h"
 #include "store_adapter.h"
 
 namespace hvd_gloo {
@@ -97,6 +98,7 @@ int CommCreate(const hvd_comm_config_v1* config, const hvd_store_v1* store, hvd_
       context->connectFullMesh(adapter, comm->device);
       context->setTimeout(comm->timeout);  // what every collective waits at most
       comm->context = std::move(context);
+      comm->shm = ShmGroup::Connect(comm.get(), adapter);
     } catch (...) {
       Failure f = CurrentFailure(comm->timeout);
       std::string message = "gloo: could not connect " + Describe(comm.get()) + ": " + f.message;

@@ -12,6 +12,10 @@
 
 #include "horovod/hvd_backend.h"
 
+namespace hvd_gloo {
+class ShmGroup;
+}
+
 struct hvd_comm {
   int32_t rank = 0;
   int32_t size = 1;
@@ -22,6 +26,9 @@ struct hvd_comm {
   std::shared_ptr<gloo::transport::Device> device;
   std::shared_ptr<gloo::Context> context;
   std::string device_description;  // where this member listens, for connection errors
+  // Set when every member runs on this host: allreduce, allgatherv, broadcast and barrier then go
+  // through shared memory instead of TCP (shm_group.h).
+  std::unique_ptr<hvd_gloo::ShmGroup> shm;
 
   std::string last_error;
   // After a Gloo call throws, its context is unusable: later calls fail at once with this reason.

@@ -8,6 +8,8 @@
 #include <gloo/common/error.h>
 #include <gloo/common/logging.h>
 
+#include "shm_group.h"
+
 namespace hvd_gloo {
 namespace {
 
@@ -58,6 +60,8 @@ Failure CurrentFailure(std::chrono::milliseconds timeout) {
     return {HVD_ERR_TIMEOUT, e.what()};
   } catch (const StoreFailure& e) {
     return {HVD_ERR_INTERNAL, e.what()};
+  } catch (const ShmFailure& e) {
+    return {e.status, e.message};
   } catch (const gloo::IoException& e) {
     return FromTransportMessage(e.what(), timeout);
   } catch (const gloo::EnforceNotMet& e) {

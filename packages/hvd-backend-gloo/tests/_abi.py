@@ -78,6 +78,8 @@ def load() -> _Table:
     get.restype = POINTER(_Table)
     table = get().contents
     table._lib = lib  # keep the library referenced as long as the table
+    lib.hvd_gloo_transport.restype = c_char_p
+    lib.hvd_gloo_transport.argtypes = [c_void_p]
     return table
 
 
@@ -142,6 +144,10 @@ class Comm:
 
     def barrier(self) -> int:
         return self.table.barrier(self.handle)
+
+    @property
+    def transport(self) -> str:
+        return self.table._lib.hvd_gloo_transport(self.handle).decode()
 
     def send(self, buf: np.ndarray, peer: int, tag: int) -> int:
         return self.table.send(self.handle, buf.ctypes.data, buf.nbytes, peer, tag)

@@ -12,6 +12,9 @@ import pytest
 import _abi
 from horovod.backends.gloo import __version__
 
+# Every test here runs over both transports (conftest.py).
+pytestmark = pytest.mark.usefixtures("transport")
+
 
 def test_function_table() -> None:
     table = _abi.load()

@@ -1,8 +1,12 @@
-"""The backend conformance suite on Gloo with 2, 3 and 4 ranks in separate processes (horovod.run)."""
+"""The backend conformance suite on Gloo with 2, 3 and 4 ranks in separate processes (horovod.run).
+
+The ranks share this host, so they talk through shared memory; the same suite runs again with it
+turned off, over TCP (what ranks on different hosts use).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
 import horovod
 from horovod.common.testing.conformance import BackendConformance
@@ -12,7 +16,12 @@ class TestGlooConformanceProcesses(BackendConformance):
     backend = "gloo"
     world_sizes = (2, 3, 4)
     timeout = 180.0
+    transport_env: ClassVar[dict[str, str]] = {}
 
     def run(self, case: Callable[..., Any], np: int, *args: Any, env: Mapping[str, str] | None = None) -> list:
-        ranks_env = {"HOROVOD_CPU_OPERATIONS": "gloo", "OMP_NUM_THREADS": "1", **(env or {})}
+        ranks_env = {"HOROVOD_CPU_OPERATIONS": "gloo", "OMP_NUM_THREADS": "1", **self.transport_env, **(env or {})}
         return horovod.run(case, args=args, np=np, env=ranks_env, start_timeout=int(self.timeout))
+
+
+class TestGlooConformanceProcessesOverTcp(TestGlooConformanceProcesses):
+    transport_env = {"HOROVOD_GLOO_SHARED_MEMORY": "0"}

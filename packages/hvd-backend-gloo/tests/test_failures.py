@@ -4,7 +4,7 @@ Through the engine: a rank that arrives after HOROVOD_GLOO_TIMEOUT_SECONDS makes
 with HorovodInternalError naming gloo, the missing rank and the timeout. Through the C ABI (the
 engine keeps every rank negotiating, so it cannot leave a collective unmatched): a collective a
 peer never joins times out, and a peer that closes its connections is reported as lost without
-waiting for the timeout. Every test is bounded by its cluster's or harness's own time limit.
+waiting for the timeout; over both transports (conftest.py). Every test is bounded by its cluster's or harness's own time limit.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 import _abi
 import horovod.common as hvd
@@ -42,6 +43,7 @@ def test_a_rank_that_never_arrives_fails_init_within_the_timeout() -> None:
     assert "gloo: could not connect rank 1 of 2: rank 0 did not publish its Gloo address" in error1, error1
 
 
+@pytest.mark.usefixtures("transport")
 def test_a_collective_a_peer_never_joins_times_out() -> None:
     done = threading.Event()
 
@@ -65,7 +67,7 @@ def test_a_collective_a_peer_never_joins_times_out() -> None:
     assert again == _abi.TIMEOUT and "unusable after an earlier failure" in again_message, again_message
 
 
-def test_a_peer_that_disappears_is_reported_lost_before_the_timeout() -> None:
+def test_a_peer_that_disappears_is_reported_lost_before_the_timeout(transport: str) -> None:
     gone = threading.Event()
 
     def member(comm: _abi.Comm) -> tuple[int, str]:
@@ -79,6 +81,8 @@ def test_a_peer_that_disappears_is_reported_lost_before_the_timeout() -> None:
         return (rc, comm.last_error)
 
     (rc, message), _ = _abi.run_members(2, member, timeout_ms=30000)
-    # PEER_LOST rather than TIMEOUT: found out from the closed connection, not by waiting 30 s.
+    # PEER_LOST rather than TIMEOUT: found out from the closed connection (or, in shared memory,
+    # the peer's mark that it has left), not by waiting 30 s.
     assert rc == _abi.PEER_LOST, message
-    assert message.startswith("gloo allreduce (rank 0 of 2") and "lost the connection to a peer" in message, message
+    lost = {"tcp": "lost the connection to a peer", "shared memory": "lost the peer: it closed its communicator"}
+    assert message.startswith("gloo allreduce (rank 0 of 2, waiting on rank 1)") and lost[transport] in message, message

@@ -1,0 +1,120 @@
+// Allreduce, allgatherv, broadcast and barrier through the shared-memory region (shm_group.h).
+//
+// Each collective moves through the members' slots in pieces of at most one slot. A member
+// copies its piece in, publishes a step, waits for its peers' step, reads what it needs, and
+// publishes that it has read; it waits for that last step of its peers only before it next
+// overwrites its slot, so the wait is usually already over by then.
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "elements.h"
+#include "shm_group.h"
+
+namespace hvd_gloo {
+namespace {
+
+// Up to this many bytes per piece, every member folds all slots itself: one synchronisation.
+// Above, each member reduces one part of the piece and the others copy it from its slot (a
+// reduce-scatter then an allgather, both in shared memory): two synchronisations, but each member
+// reads each byte of the piece once instead of once per member.
+constexpr size_t kFoldWholeBytes = 64 * 1024;
+
+// Elements [first, last) of part `member` when `count` elements are split into n parts.
+std::pair<size_t, size_t> Part(size_t count, int32_t n, int32_t member) {
+  size_t base = count / n, extra = count % n;
+  size_t first = (size_t)member * base + std::min<size_t>(member, extra);
+  return {first, first + base + ((size_t)member < extra ? 1 : 0)};
+}
+
+// out = slot(0) op slot(1) op ... op slot(n-1), over `count` elements at `offset` bytes into each
+// slot. Every member folds in rank order, so all results are bitwise equal.
+void FoldSlots(const ShmGroup& g, size_t offset, void* out, size_t count, hvd_dtype dtype, hvd_reduce_op op) {
+  std::memcpy(out, g.slot(0) + offset, count * hvd::dtype_size(dtype));
+  for (int32_t m = 1; m < g.size(); ++m) hvd::reduce_into(dtype, op, out, g.slot(m) + offset, count);
+}
+
+size_t PieceOf(size_t total, size_t done, size_t limit) { return done < total ? std::min(limit, total - done) : 0; }
+
+}  // namespace
+
+void ShmAllreduce(ShmGroup& g, const void* sendbuf, void* recvbuf, size_t count, hvd_dtype dtype, hvd_reduce_op op) {
+  g.StartCall();
+  const size_t element = hvd::dtype_size(dtype);
+  const int32_t n = g.size(), rank = g.rank();
+  const size_t per_piece = g.slot_bytes() / element;
+  for (size_t done = 0; done < count;) {
+    const size_t c = std::min(per_piece, count - done);
+    const uint8_t* in = static_cast<const uint8_t*>(sendbuf) + done * element;
+    uint8_t* out = static_cast<uint8_t*>(recvbuf) + done * element;
+    g.AwaitSlotFree();
+    std::memcpy(g.slot(rank), in, c * element);  // before `out` is written: they may be one buffer
+    g.AwaitAll(g.Publish());
+    if (c * element <= kFoldWholeBytes || c < (size_t)n) {
+      FoldSlots(g, 0, out, c, dtype, op);
+    } else {
+      auto [first, last] = Part(c, n, rank);
+      // Only this member reads this part of its own slot, so its result may replace it there.
+      FoldSlots(g, first * element, out + first * element, last - first, dtype, op);
+      std::memcpy(g.slot(rank) + first * element, out + first * element, (last - first) * element);
+      g.AwaitAll(g.Publish());
+      for (int32_t m = 0; m < n; ++m) {
+        if (m == rank) continue;
+        auto [from, to] = Part(c, n, m);
+        std::memcpy(out + from * element, g.slot(m) + from * element, (to - from) * element);
+      }
+    }
+    g.MarkSlotRead(g.Publish());
+    done += c;
+  }
+}
+
+void ShmAllgatherv(ShmGroup& g, const void* sendbuf, void* recvbuf, const size_t* recvcounts, size_t element_size) {
+  g.StartCall();
+  const int32_t n = g.size(), rank = g.rank();
+  std::vector<size_t> offset(n, 0);
+  size_t largest = 0;
+  for (int32_t m = 0; m < n; ++m) {
+    if (m) offset[m] = offset[m - 1] + recvcounts[m - 1] * element_size;
+    largest = std::max(largest, recvcounts[m] * element_size);
+  }
+  uint8_t* out = static_cast<uint8_t*>(recvbuf);
+  const uint8_t* mine = static_cast<const uint8_t*>(sendbuf);
+  for (size_t done = 0; done < largest; done += g.slot_bytes()) {
+    g.AwaitSlotFree();
+    size_t own = PieceOf(recvcounts[rank] * element_size, done, g.slot_bytes());
+    if (own) std::memcpy(g.slot(rank), mine + done, own);
+    g.AwaitAll(g.Publish());
+    for (int32_t m = 0; m < n; ++m) {
+      size_t b = PieceOf(recvcounts[m] * element_size, done, g.slot_bytes());
+      const uint8_t* from = m == rank ? mine + done : g.slot(m);
+      if (b && out + offset[m] + done != from) std::memcpy(out + offset[m] + done, from, b);
+    }
+    g.MarkSlotRead(g.Publish());
+  }
+}
+
+void ShmBroadcast(ShmGroup& g, void* buf, size_t bytes, int32_t root) {
+  g.StartCall();
+  uint8_t* data = static_cast<uint8_t*>(buf);
+  for (size_t done = 0; done < bytes; done += g.slot_bytes()) {
+    size_t b = PieceOf(bytes, done, g.slot_bytes());
+    if (g.rank() == root) {
+      g.AwaitSlotFree();
+      std::memcpy(g.slot(root), data + done, b);
+    }
+    uint32_t written = g.Publish();  // every member publishes every step: steps stay in lockstep
+    if (g.rank() != root) {
+      g.Await(root, written);
+      std::memcpy(data + done, g.slot(root), b);
+    }
+    g.MarkSlotRead(g.Publish());
+  }
+}
+
+void ShmBarrier(ShmGroup& g) {
+  g.StartCall();
+  g.AwaitAll(g.Publish());
+}
+
+}  // namespace hvd_gloo

@@ -1,0 +1,313 @@
+// Setting up the shared-memory region, and the steps members publish and wait for (shm_group.h).
+#include "shm_group.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "comm.h"
+#include "store_adapter.h"
+
+namespace hvd_gloo {
+
+struct alignas(64) ShmGroup::Control {
+  std::atomic<uint32_t> step;      // the last step this member published; also its futex word
+  std::atomic<uint32_t> sleepers;  // peers asleep on `step`, so that publishing wakes only when needed
+  std::atomic<uint32_t> left;      // 1 once the member has closed its communicator
+  int32_t pid;
+  uint64_t start_time;  // field 22 of /proc/<pid>/stat: tells the member from a later process with its pid
+};
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be plain 32-bit integers");
+
+namespace {
+
+constexpr uint64_t kMagic = 0x316d68732d647668ull;  // "hvd-shm1"
+constexpr size_t kHeaderBytes = 64;
+constexpr size_t kPage = 4096;
+// 4 MiB per member: big enough that a large allreduce moves in few pieces, small enough for a
+// container's default 64 MiB /dev/shm with a few communicators of a few members.
+constexpr size_t kDefaultSlotBytes = 4u << 20;
+// Before sleeping, a waiter spins this long: a peer running on another core usually arrives
+// within microseconds, and a futex sleep and wake-up costs tens.
+constexpr auto kSpin = std::chrono::microseconds(30);
+// A sleeping waiter wakes at least this often to check its deadline and whether the peer is alive.
+constexpr auto kSleepSlice = std::chrono::milliseconds(10);
+
+struct Header {
+  uint64_t magic;
+  uint32_t size;
+  uint32_t reserved;
+  uint64_t slot_bytes;
+};
+
+size_t AlignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+long Futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
+  // Not FUTEX_PRIVATE_FLAG: the word is shared between processes.
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
+}
+
+bool StepReached(uint32_t seen, uint32_t step) { return (int32_t)(seen - step) >= 0; }  // wraps safely
+
+std::string ReadFirstLine(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string Link(const char* path) {
+  char buf[128];
+  ssize_t n = readlink(path, buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, (size_t)n) : std::string();
+}
+
+bool Disabled() {
+  const char* env = std::getenv("HOROVOD_GLOO_SHARED_MEMORY");
+  return env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "false") == 0 || std::strcmp(env, "False") == 0);
+}
+
+size_t SlotBytes() {
+  const char* env = std::getenv("HOROVOD_GLOO_SHARED_MEMORY_SLOT_BYTES");
+  size_t bytes = env && *env ? (size_t)std::strtoull(env, nullptr, 10) : kDefaultSlotBytes;
+  return std::max<size_t>(64, bytes / 64 * 64);  // whole cache lines, and a multiple of every element size
+}
+
+// What members must share to map one region: the same running kernel (boot id), the same PID
+// namespace (liveness is checked through /proc/<pid>), the same mount and IPC namespaces (the
+// same /dev/shm), the same user (the region is 0600), and the same slot size. Empty when off.
+std::string HostIdentity() {
+  if (Disabled()) return "";
+  std::string boot = ReadFirstLine("/proc/sys/kernel/random/boot_id");
+  std::string pid_ns = Link("/proc/self/ns/pid"), mnt_ns = Link("/proc/self/ns/mnt"), ipc_ns = Link("/proc/self/ns/ipc");
+  if (boot.empty() || pid_ns.empty() || mnt_ns.empty()) return "";
+  return boot + "|" + pid_ns + "|" + mnt_ns + "|" + ipc_ns + "|uid " + std::to_string(getuid()) + "|slot " +
+         std::to_string(SlotBytes());
+}
+
+// State (field 3) and start time (field 22) of a process, from /proc/<pid>/stat; false if gone.
+bool ProcessStat(int32_t pid, char* state, uint64_t* start_time) {
+  std::string stat = ReadFirstLine(("/proc/" + std::to_string(pid) + "/stat").c_str());
+  size_t close = stat.rfind(')');  // the command name, in parentheses, may hold spaces
+  if (close == std::string::npos) return false;
+  std::istringstream fields(stat.substr(close + 2));
+  std::string field;
+  fields >> *state;
+  for (int i = 4; i <= 21 && fields >> field; ++i) {
+  }
+  return static_cast<bool>(fields >> *start_time);
+}
+
+std::vector<char> Bytes(const std::string& s) { return std::vector<char>(s.begin(), s.end()); }
+std::string String(const std::vector<char>& v) { return std::string(v.begin(), v.end()); }
+
+// Rank 0 creates the region (0600, a random name) and reserves its memory up front, so that a full
+// /dev/shm is found out here rather than by SIGBUS in a collective. Null and "" on failure.
+void* CreateRegion(size_t bytes, std::string* name) {
+  std::random_device entropy;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "/hvd-gloo-%d-%08x%08x", (int)getpid(), entropy(), entropy());
+  int fd = shm_open(buf, O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) return nullptr;
+  void* base = MAP_FAILED;
+  if (posix_fallocate(fd, 0, (off_t)bytes) == 0) {
+    base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  }
+  close(fd);
+  if (base == MAP_FAILED) {
+    shm_unlink(buf);
+    return nullptr;
+  }
+  *name = buf;
+  return base;
+}
+
+void* OpenRegion(const std::string& name, size_t bytes) {
+  int fd = shm_open(name.c_str(), O_RDWR, 0);
+  if (fd < 0) return nullptr;
+  struct stat st {};
+  void* base = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && (size_t)st.st_size == bytes) {
+    base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  }
+  close(fd);
+  return base == MAP_FAILED ? nullptr : base;
+}
+
+}  // namespace
+
+std::unique_ptr<ShmGroup> ShmGroup::Connect(hvd_comm* comm, StoreAdapter& store) {
+  const int32_t n = comm->size, rank = comm->rank;
+  const std::string me = std::to_string(rank);
+  const std::string identity = HostIdentity();
+  store.set("shm/host/" + me, Bytes(identity));
+  // Decided from the store's contents alone (this member's own entry read back too), so that
+  // every member decides alike.
+  std::vector<std::string> published(n);
+  for (int32_t r = 0; r < n; ++r) published[r] = String(store.get("shm/host/" + std::to_string(r)));
+  bool together = !published[0].empty() && std::count(published.begin(), published.end(), published[0]) == n;
+  if (!together) return nullptr;
+
+  const size_t slot_bytes = SlotBytes();
+  const size_t slots_offset = AlignUp(kHeaderBytes + sizeof(Control) * (size_t)n, kPage);
+  const size_t bytes = slots_offset + slot_bytes * (size_t)n;
+  std::string name;
+  void* base = nullptr;
+  if (rank == 0) {
+    base = CreateRegion(bytes, &name);
+    if (base) *static_cast<Header*>(base) = Header{kMagic, (uint32_t)n, 0, slot_bytes};
+    store.set("shm/name", Bytes(name));
+  } else {
+    name = String(store.get("shm/name"));
+    if (!name.empty()) base = OpenRegion(name, bytes);
+  }
+  if (base) {
+    const Header* header = static_cast<const Header*>(base);
+    if (header->magic != kMagic || header->size != (uint32_t)n || header->slot_bytes != slot_bytes) {
+      munmap(base, bytes);
+      base = nullptr;
+    }
+  }
+  // Once every member has said whether it could map the region, rank 0 removes its name: the
+  // mappings keep it alive, and nothing is left in /dev/shm however the job ends.
+  std::unique_ptr<ShmGroup> group;
+  if (base) {
+    group.reset(new ShmGroup(comm, base, bytes, slot_bytes));
+    Control* mine = group->control(rank);
+    mine->pid = (int32_t)getpid();
+    char state;
+    if (!ProcessStat(mine->pid, &state, &mine->start_time)) mine->start_time = 0;
+  }
+  store.set("shm/mapped/" + me, Bytes(base ? "1" : "0"));
+  bool everyone = true;
+  for (int32_t r = 0; r < n; ++r) everyone = String(store.get("shm/mapped/" + std::to_string(r))) == "1" && everyone;
+  if (rank == 0 && !name.empty()) shm_unlink(name.c_str());
+  if (!everyone) group.reset();
+  return group;
+}
+
+ShmGroup::ShmGroup(hvd_comm* comm, void* base, size_t bytes, size_t slot_bytes)
+    : comm_(comm),
+      rank_(comm->rank),
+      size_(comm->size),
+      base_(base),
+      bytes_(bytes),
+      slot_bytes_(slot_bytes),
+      slots_(static_cast<uint8_t*>(base) + AlignUp(kHeaderBytes + sizeof(Control) * (size_t)comm->size, kPage)) {}
+
+ShmGroup::~ShmGroup() {
+  Control* mine = control(rank_);
+  mine->left.store(1, std::memory_order_seq_cst);
+  Futex(&mine->step, FUTEX_WAKE, INT_MAX, nullptr);  // sleepers re-check, and find this member gone
+  munmap(base_, bytes_);
+}
+
+ShmGroup::Control* ShmGroup::control(int32_t member) const {
+  return reinterpret_cast<Control*>(static_cast<uint8_t*>(base_) + kHeaderBytes) + member;
+}
+
+void ShmGroup::StartCall() { deadline_ = std::chrono::steady_clock::now() + comm_->timeout; }
+
+uint32_t ShmGroup::Publish() {
+  Control* mine = control(rank_);
+  mine->step.store(++step_, std::memory_order_seq_cst);  // release: the data written before it is visible
+  if (mine->sleepers.load(std::memory_order_seq_cst) != 0) Futex(&mine->step, FUTEX_WAKE, INT_MAX, nullptr);
+  return step_;
+}
+
+void ShmGroup::AwaitAll(uint32_t step) {
+  for (int32_t m = 0; m < size_; ++m)
+    if (m != rank_) WaitForStep(m, step);
+}
+
+void ShmGroup::Await(int32_t member, uint32_t step) { WaitForStep(member, step); }
+
+void ShmGroup::AwaitSlotFree() { AwaitAll(slot_read_step_); }
+
+void ShmGroup::WaitForStep(int32_t member, uint32_t step) {
+  Control* peer = control(member);
+  if (StepReached(peer->step.load(std::memory_order_acquire), step)) return;
+  using Clock = std::chrono::steady_clock;
+  const auto spin_end = Clock::now() + kSpin;
+  for (unsigned i = 1;; ++i) {
+    if (StepReached(peer->step.load(std::memory_order_acquire), step)) return;
+    CpuRelax();
+    if (i % 64 == 0 && Clock::now() >= spin_end) break;
+  }
+  auto next_liveness_check = Clock::now() + kSleepSlice;
+  for (;;) {
+    // The sleeper count goes up before the step is read again, and Publish() raises the step
+    // before it reads the count (both sequentially consistent): either the publisher sees a
+    // sleeper and wakes it, or the sleeper sees the new step and does not sleep.
+    peer->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    uint32_t seen = peer->step.load(std::memory_order_seq_cst);
+    auto now = Clock::now();
+    if (!StepReached(seen, step) && now < deadline_ && !peer->left.load(std::memory_order_acquire)) {
+      auto slice = std::min<Clock::duration>(kSleepSlice, deadline_ - now);
+      auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(slice).count();
+      timespec timeout{(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+      Futex(&peer->step, FUTEX_WAIT, seen, &timeout);
+    }
+    peer->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (StepReached(peer->step.load(std::memory_order_acquire), step)) return;
+    now = Clock::now();
+    // Reading /proc costs microseconds: once per sleep slice, not at every intermediate step.
+    if (peer->left.load(std::memory_order_acquire) || now >= next_liveness_check) {
+      next_liveness_check = now + kSleepSlice;
+      std::string gone = PeerGone(member);
+      if (!gone.empty()) FailWaiting(member, HVD_ERR_PEER_LOST, "lost the peer: " + gone);
+    }
+    if (now >= deadline_) {
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g s", (double)comm_->timeout.count() / 1000.0);
+      std::string why = std::string("timed out after ") + seconds +
+                        " (HOROVOD_GLOO_TIMEOUT_SECONDS): a peer did not take part in time";
+      char state = 0;
+      uint64_t start_time = 0;
+      if (ProcessStat(peer->pid, &state, &start_time) && (state == 'T' || state == 't')) {
+        why += "; its process (pid " + std::to_string(peer->pid) + ") is stopped";
+      }
+      FailWaiting(member, HVD_ERR_TIMEOUT, why + " (shared-memory transport)");
+    }
+  }
+}
+
+std::string ShmGroup::PeerGone(int32_t member) const {
+  const Control* peer = control(member);
+  if (peer->left.load(std::memory_order_acquire)) {
+    return "it closed its communicator (Horovod was shut down there, or its process is ending)";
+  }
+  char state = 0;
+  uint64_t start_time = 0;
+  bool alive = ProcessStat(peer->pid, &state, &start_time) && state != 'Z' && state != 'X' &&
+               (peer->start_time == 0 || start_time == peer->start_time);
+  return alive ? "" : "its process (pid " + std::to_string(peer->pid) + ") has exited";
+}
+
+void ShmGroup::FailWaiting(int32_t member, int status, const std::string& why) {
+  comm_->waiting_on = {member};
+  throw ShmFailure{status, why};
+}
+
+}  // namespace hvd_gloo

@@ -1,0 +1,99 @@
+"""The shared-memory transport: when it is chosen, and collectives that move through it in pieces.
+
+Members are threads of this process (one host), so the transport is chosen unless the store shows a
+member elsewhere or HOROVOD_GLOO_SHARED_MEMORY=0. Slot sizes are made small here so that buffers of
+a few KiB already take many pieces, and both ways of reducing a piece (every member folding the
+whole piece, or each member one part of it) are exercised with uneven splits.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import _abi
+
+
+def transports(size: int) -> list[str]:
+    return _abi.run_members(size, lambda comm: comm.transport)
+
+
+def test_members_on_one_host_use_shared_memory_unless_disabled(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert transports(2) == ["shared memory"] * 2
+    assert transports(3) == ["shared memory"] * 3
+    assert transports(1) == ["local"]
+    monkeypatch.setenv("HOROVOD_GLOO_SHARED_MEMORY", "0")
+    assert transports(2) == ["tcp"] * 2
+
+
+class _StoreWithAMemberElsewhere(_abi.Store):
+    """Rewrites what member 1 publishes about its host, as if it ran on another machine."""
+
+    def _set(self, ctx, key, value, length):  # noqa: ANN001 - ctypes callback signature
+        if key.endswith(b"/gloo/shm/host/1"):
+            other = _abi.ctypes.create_string_buffer(b"another host")
+            return super()._set(ctx, key, _abi.ctypes.addressof(other), len(other.value))
+        return super()._set(ctx, key, value, length)
+
+
+def test_one_member_elsewhere_puts_every_member_on_tcp(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_abi, "Store", _StoreWithAMemberElsewhere)
+
+    def member(comm: _abi.Comm) -> tuple[str, list[float]]:
+        buf = np.full(5, comm.rank + 1, np.float32)
+        assert comm.allreduce(buf, buf, "float32", _abi.SUM) == _abi.OK, comm.last_error
+        return comm.transport, buf.tolist()
+
+    assert _abi.run_members(3, member) == [("tcp", [6.0] * 5)] * 3
+
+
+@pytest.mark.parametrize(
+    ("slot_bytes", "count"),
+    [(4096, 10_000), (256 * 1024, 1_000_003)],  # whole-piece folds; parts of uneven size
+)
+@pytest.mark.parametrize("size", [2, 3])
+def test_collectives_in_many_pieces(monkeypatch: pytest.MonkeyPatch, slot_bytes: int, count: int, size: int) -> None:
+    monkeypatch.setenv("HOROVOD_GLOO_SHARED_MEMORY_SLOT_BYTES", str(slot_bytes))
+
+    def member(comm: _abi.Comm) -> None:
+        assert comm.transport == "shared memory"
+        base = (np.arange(count) % 97).astype(np.float32)  # exact in float32 when summed
+        for in_place in (True, False):
+            send = base + comm.rank
+            recv = send if in_place else np.full(count, -1, np.float32)
+            assert comm.allreduce(send, recv, "float32", _abi.SUM) == _abi.OK, comm.last_error
+            np.testing.assert_array_equal(recv, base * comm.size + sum(range(comm.size)))
+        maxed = base * (comm.rank + 1)
+        assert comm.allreduce(maxed, maxed, "float32", _abi.MAX) == _abi.OK, comm.last_error
+        np.testing.assert_array_equal(maxed, base * comm.size)
+
+        counts = [count // 3 * (r % 2) + r for r in range(comm.size)]  # member 0 sends nothing
+        gathered = np.full(sum(counts), -1, np.int32)
+        mine = np.full(counts[comm.rank], comm.rank, np.int32)
+        assert comm.allgatherv(mine, gathered, counts, "int32") == _abi.OK, comm.last_error
+        np.testing.assert_array_equal(gathered, np.repeat(np.arange(comm.size, dtype=np.int32), counts))
+
+        root = comm.size - 1
+        data = base + 1000 if comm.rank == root else np.zeros(count, np.float32)
+        assert comm.broadcast(data, "float32", root) == _abi.OK, comm.last_error
+        np.testing.assert_array_equal(data, base + 1000)
+        assert comm.barrier() == _abi.OK, comm.last_error
+
+    _abi.run_members(size, member, timeout_ms=60000)
+
+
+def test_no_region_is_left_in_dev_shm() -> None:
+    # Rank 0 removes the region's name once every member has mapped it: a job leaves nothing
+    # behind, however it ends.
+    def ours() -> set[str]:
+        return {name for name in os.listdir("/dev/shm") if name.startswith(f"hvd-gloo-{os.getpid()}-")}
+
+    def member(comm: _abi.Comm) -> set[str]:
+        assert comm.transport == "shared memory"
+        assert comm.barrier() == _abi.OK, comm.last_error
+        return ours()
+
+    assert _abi.run_members(3, member) == [set()] * 3
+    assert ours() == set()
