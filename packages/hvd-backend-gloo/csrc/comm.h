@@ -26,8 +26,8 @@ struct hvd_comm {
   std::shared_ptr<gloo::transport::Device> device;
   std::shared_ptr<gloo::Context> context;
   std::string device_description;  // where this member listens, for connection errors
-  // Set when every member runs on this host: allreduce, allgatherv, broadcast and barrier then go
-  // through shared memory instead of TCP (shm_group.h).
+  // Set when every member runs on this host: the collectives then go through shared memory
+  // instead of TCP (shm_group.h); send/recv stay on TCP.
   std::unique_ptr<hvd_gloo::ShmGroup> shm;
 
   std::string last_error;

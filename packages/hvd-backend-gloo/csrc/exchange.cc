@@ -1,4 +1,5 @@
-// The pairwise exchange, and alltoallv on top of it.
+// The pairwise exchange, and alltoallv on top of it (over TCP; members on one host use shared
+// memory, shm_collectives.cc).
 //
 // Not gloo::alltoallv: that one sends and waits for a message to and from every peer, also for
 // empty blocks; an exchange that skips empty blocks needs no message at all for them, and waiting
@@ -14,6 +15,7 @@
 
 #include "elements.h"
 #include "errors.h"
+#include "shm_group.h"
 
 namespace hvd_gloo {
 namespace {
@@ -84,6 +86,10 @@ int Alltoallv(hvd_comm* comm, const void* sendbuf, const size_t* sendcounts, voi
     transfers[p].recv_bytes = recvcounts[p] * element_size;
     send_offset += transfers[p].send_bytes;
     recv_offset += transfers[p].recv_bytes;
+  }
+  if (n > 1 && comm->shm) {
+    return Guarded(comm, "alltoall",
+                   [&] { ShmAlltoallv(*comm->shm, sendbuf, sendcounts, recvbuf, recvcounts, element_size); });
   }
   if (transfers[rank].send_bytes) std::memcpy(transfers[rank].recv, transfers[rank].send, transfers[rank].send_bytes);
   if (n == 1) return HVD_OK;

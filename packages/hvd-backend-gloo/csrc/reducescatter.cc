@@ -1,4 +1,5 @@
-// Reducescatter: a pairwise exchange of the blocks, then a local reduction in rank order.
+// Reducescatter: a pairwise exchange of the blocks, then a local reduction in rank order (over
+// TCP; members on one host use shared memory, shm_collectives.cc).
 //
 // Why not Gloo: its reduce_scatter.h is an old-style algorithm object (ReduceScatterHalvingDoubling)
 // templated on the element type, that registers its own buffers at construction, which would have
@@ -17,6 +18,7 @@
 #include "errors.h"
 #include "exchange.h"
 #include "reduce_fn.h"
+#include "shm_group.h"
 
 namespace hvd_gloo {
 namespace {
@@ -40,6 +42,10 @@ int Reducescatter(hvd_comm* comm, const void* sendbuf, void* recvbuf, const size
   if (n == 1) {
     if (own_bytes) std::memcpy(recvbuf, send, own_bytes);
     return HVD_OK;
+  }
+  if (comm->shm) {
+    return Guarded(comm, "reducescatter",
+                   [&] { ShmReducescatter(*comm->shm, sendbuf, recvbuf, recvcounts, dtype, op); });
   }
 
   // Rank 0's block of this member's slice arrives straight into recvbuf (the fold starts from it);

@@ -1,4 +1,4 @@
-// Allreduce, allgatherv, broadcast and barrier through the shared-memory region (shm_group.h).
+// Every collective through the shared-memory region (shm_group.h).
 //
 // Each collective moves through the members' slots in pieces of at most one slot. A member
 // copies its piece in, publishes a step, waits for its peers' step, reads what it needs, and
@@ -107,6 +107,83 @@ void ShmBroadcast(ShmGroup& g, void* buf, size_t bytes, int32_t root) {
     if (g.rank() != root) {
       g.Await(root, written);
       std::memcpy(data + done, g.slot(root), b);
+    }
+    g.MarkSlotRead(g.Publish());
+  }
+}
+
+void ShmReducescatter(ShmGroup& g, const void* sendbuf, void* recvbuf, const size_t* recvcounts, hvd_dtype dtype,
+                      hvd_reduce_op op) {
+  g.StartCall();
+  const size_t element = hvd::dtype_size(dtype);
+  const int32_t n = g.size(), rank = g.rank();
+  size_t total = 0, first = 0;  // this member's block: elements [first, first + recvcounts[rank])
+  for (int32_t m = 0; m < n; ++m) {
+    if (m == rank) first = total;
+    total += recvcounts[m];
+  }
+  const size_t last = first + recvcounts[rank], per_piece = g.slot_bytes() / element;
+  const uint8_t* in = static_cast<const uint8_t*>(sendbuf);
+  uint8_t* out = static_cast<uint8_t*>(recvbuf);
+  for (size_t done = 0; done < total; done += per_piece) {
+    const size_t c = std::min(per_piece, total - done);
+    g.AwaitSlotFree();
+    std::memcpy(g.slot(rank), in + done * element, c * element);
+    g.AwaitAll(g.Publish());
+    const size_t from = std::max(first, done), to = std::min(last, done + c);  // this member's share of the piece
+    if (from < to) FoldSlots(g, (from - done) * element, out + (from - first) * element, to - from, dtype, op);
+    g.MarkSlotRead(g.Publish());
+  }
+}
+
+void ShmAlltoallv(ShmGroup& g, const void* sendbuf, const size_t* sendcounts, void* recvbuf, const size_t* recvcounts,
+                  size_t element_size) {
+  g.StartCall();
+  const int32_t n = g.size(), rank = g.rank();
+  // First every member publishes its send counts: a receiver needs to know where in each
+  // sender's buffer its block starts, and how many pieces the largest sender needs.
+  std::vector<size_t> counts(sendcounts, sendcounts + n);
+  if (sizeof(size_t) * (size_t)n > g.slot_bytes()) throw ShmFailure{HVD_ERR_UNSUPPORTED, "too many members for the slot"};
+  g.AwaitSlotFree();
+  std::memcpy(g.slot(rank), counts.data(), sizeof(size_t) * n);
+  g.AwaitAll(g.Publish());
+  std::vector<size_t> block_start(n), block_bytes(n);  // of the block sent to this member, in each sender's buffer
+  size_t largest = 0;
+  for (int32_t p = 0; p < n; ++p) {
+    const size_t* theirs = reinterpret_cast<const size_t*>(g.slot(p));
+    size_t total = 0;
+    for (int32_t q = 0; q < n; ++q) {
+      if (q == rank) block_start[p] = total * element_size;
+      total += theirs[q];
+    }
+    block_bytes[p] = theirs[rank] * element_size;
+    largest = std::max(largest, total * element_size);
+    if (theirs[rank] != recvcounts[p]) {
+      throw ShmFailure{HVD_ERR_INVALID_ARGUMENT, "rank " + std::to_string(p) + " sends " + std::to_string(theirs[rank]) +
+                                                     " elements to this member, which expects " +
+                                                     std::to_string(recvcounts[p])};
+    }
+  }
+  g.MarkSlotRead(g.Publish());
+  std::vector<size_t> recv_offset(n, 0);
+  for (int32_t p = 1; p < n; ++p) recv_offset[p] = recv_offset[p - 1] + recvcounts[p - 1] * element_size;
+  const uint8_t* in = static_cast<const uint8_t*>(sendbuf);
+  uint8_t* out = static_cast<uint8_t*>(recvbuf);
+  size_t own_total = 0;
+  for (int32_t q = 0; q < n; ++q) own_total += counts[q] * element_size;
+  // Then each member's whole send buffer moves through its slot, one window at a time, and every
+  // receiver copies the part of its block that lies in each sender's window.
+  for (size_t window = 0; window < largest; window += g.slot_bytes()) {
+    g.AwaitSlotFree();
+    size_t own = PieceOf(own_total, window, g.slot_bytes());
+    if (own) std::memcpy(g.slot(rank), in + window, own);
+    g.AwaitAll(g.Publish());
+    for (int32_t p = 0; p < n; ++p) {
+      size_t from = std::max(block_start[p], window);
+      size_t to = std::min(block_start[p] + block_bytes[p], window + g.slot_bytes());
+      if (from >= to) continue;
+      const uint8_t* source = p == rank ? in + from : g.slot(p) + (from - window);
+      std::memcpy(out + recv_offset[p] + (from - block_start[p]), source, to - from);
     }
     g.MarkSlotRead(g.Publish());
   }

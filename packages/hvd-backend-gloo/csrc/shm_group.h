@@ -5,8 +5,7 @@
 // collective. When every member is on this host (same boot, same PID and mount namespaces, same
 // user), the members instead map one POSIX shared-memory region and exchange data through it:
 // one copy in, one copy out, and a synchronisation that costs a few microseconds. The Gloo context
-// stays connected beside it, for the collectives that keep using TCP (alltoall, reducescatter,
-// send/recv). HOROVOD_GLOO_SHARED_MEMORY=0 turns the transport off.
+// stays connected beside it, for send/recv, which keep using TCP. HOROVOD_GLOO_SHARED_MEMORY=0 turns the transport off.
 //
 // The region holds, per member, a control block (a sequence counter, a count of sleepers, its
 // process identity, whether it has left) and a data slot. Members advance in lockstep, because
@@ -94,6 +93,10 @@ class ShmGroup {
 void ShmAllreduce(ShmGroup& g, const void* sendbuf, void* recvbuf, size_t count, hvd_dtype dtype, hvd_reduce_op op);
 void ShmAllgatherv(ShmGroup& g, const void* sendbuf, void* recvbuf, const size_t* recvcounts, size_t element_size);
 void ShmBroadcast(ShmGroup& g, void* buf, size_t bytes, int32_t root);
+void ShmAlltoallv(ShmGroup& g, const void* sendbuf, const size_t* sendcounts, void* recvbuf, const size_t* recvcounts,
+                  size_t element_size);
+void ShmReducescatter(ShmGroup& g, const void* sendbuf, void* recvbuf, const size_t* recvcounts, hvd_dtype dtype,
+                      hvd_reduce_op op);
 void ShmBarrier(ShmGroup& g);
 
 }  // namespace hvd_gloo

@@ -75,6 +75,22 @@ def test_collectives_in_many_pieces(monkeypatch: pytest.MonkeyPatch, slot_bytes:
         assert comm.allgatherv(mine, gathered, counts, "int32") == _abi.OK, comm.last_error
         np.testing.assert_array_equal(gathered, np.repeat(np.arange(comm.size, dtype=np.int32), counts))
 
+        scattered = np.full(counts[comm.rank], -1, np.float32)
+        rows = (np.arange(sum(counts)) % 89).astype(np.float32) * (comm.rank + 1)
+        assert comm.reducescatter(rows, scattered, counts, "float32", _abi.SUM) == _abi.OK, comm.last_error
+        first = sum(counts[: comm.rank])
+        expected = (np.arange(first, first + counts[comm.rank]) % 89).astype(np.float32) * sum(range(1, comm.size + 1))
+        np.testing.assert_array_equal(scattered, expected)
+
+        # Member r sends (r + q) % 3 * count // 7 rows to member q: uneven, some empty.
+        sends = [(comm.rank + q) % 3 * (count // 7) for q in range(comm.size)]
+        recvs = [(p + comm.rank) % 3 * (count // 7) for p in range(comm.size)]
+        outgoing = np.concatenate([np.full(c, comm.rank * 100 + q, np.int32) for q, c in enumerate(sends)])
+        incoming = np.full(sum(recvs), -1, np.int32)
+        assert comm.alltoallv(outgoing, sends, incoming, recvs, "int32") == _abi.OK, comm.last_error
+        expected = np.concatenate([np.full(c, p * 100 + comm.rank, np.int32) for p, c in enumerate(recvs)])
+        np.testing.assert_array_equal(incoming, expected)
+
         root = comm.size - 1
         data = base + 1000 if comm.rank == root else np.zeros(count, np.float32)
         assert comm.broadcast(data, "float32", root) == _abi.OK, comm.last_error
