@@ -4,7 +4,8 @@
 
 Each figure is a median of repeated runs after warm-up, shown with its spread; every hvd figure
 has its torch.distributed (gloo) counterpart from the same processes, and the ratio is what counts
-on this noisy machine. hvd on MPI (hvd-backend-mpi, with mpi4py's Allreduce beside it when
+on this noisy machine. The collectives run twice: with hvd's default transport between ranks on one
+host (shared memory), and over TCP as ranks on different hosts would be. hvd on MPI (hvd-backend-mpi, with mpi4py's Allreduce beside it when
 installed) needs mpirun, so it is a second launch (``horovodrun --mpi``), compared with hvd on Gloo
 through the torch.distributed baseline that both launches measure.
 """
@@ -25,6 +26,9 @@ from pathlib import Path
 from stats import fmt_time, human_bytes, load_average
 
 HERE = Path(__file__).resolve().parent
+# The ranks of these runs share one host: hvd's Gloo backend connects them through shared memory,
+# while torch.distributed's gloo uses TCP on loopback.
+SHARED_MEMORY = "through shared memory (its default on one host)"
 
 
 def free_port() -> int:
@@ -33,8 +37,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def horovodrun(np: int, script: str, *args: str, mpi: bool = False, timeout: int = 1800) -> None:
-    env = {**os.environ, "HVD_BENCH_TORCH_PORT": str(free_port()), "OMP_NUM_THREADS": "1"}
+def horovodrun(np: int, script: str, *args: str, mpi: bool = False, timeout: int = 1800,
+               extra_env: dict[str, str] | None = None) -> None:
+    env = {**os.environ, "HVD_BENCH_TORCH_PORT": str(free_port()), "OMP_NUM_THREADS": "1", **(extra_env or {})}
     if mpi:  # MPICH prefixes each write of a rank: unbuffered Python would print lines in pieces
         env.pop("PYTHONUNBUFFERED", None)
     launcher = ["horovodrun", *(["--mpi"] if mpi else []), "-np", str(np), "-H", f"localhost:{np}"]
@@ -57,10 +62,11 @@ def spread(s: dict) -> str:
     return f"{fmt_time(s['median'])} [{fmt_time(s['min'])}..{fmt_time(s['max'])}]"
 
 
-def collectives_table(data: dict) -> list[str]:
+def collectives_table(data: dict, transport: str) -> list[str]:
     n = data["ranks"]
     rows = [
-        f"### Collectives, {n} ranks (float32; time per op: median [min..max] of {data['results'][0]['hvd']['n']} runs)",
+        f"### Collectives, {n} ranks, hvd on Gloo {transport} "
+        f"(float32; time per op: median [min..max] of {data['results'][0]['hvd']['n']} runs)",
         "",
         "| op | size | hvd time | torch.distributed time | hvd busbw | torch busbw | hvd/torch busbw | load 1m/5m |",
         "|---|---|---|---|---|---|---|---|",
@@ -78,7 +84,7 @@ def collectives_table(data: dict) -> list[str]:
         if r["bench"] == "latency":
             rows += [
                 "",
-                "### Small-op latency (4-byte allreduce, one at a time)",
+                f"### Small-op latency (4-byte allreduce, one at a time), hvd on Gloo {transport}",
                 "",
                 "| hvd | torch.distributed | hvd/torch | load |",
                 "|---|---|---|---|",
@@ -88,7 +94,7 @@ def collectives_table(data: dict) -> list[str]:
             floor = r["floor"]["median"]
             rows += [
                 "",
-                "### Fusion: 200 tensors of 1,024 float32 per round",
+                f"### Fusion: 200 tensors of 1,024 float32 per round, hvd on Gloo {transport}",
                 "",
                 "| hvd (async, fused) | torch one by one | torch async | floor: one all_reduce of all 200 | hvd/floor | torch one-by-one/hvd | load |",
                 "|---|---|---|---|---|---|---|",
@@ -181,10 +187,10 @@ def main() -> None:
     parser.add_argument("--np", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--markdown", help="also write the tables to this file")
-    parser.add_argument("--only", choices=["collectives", "mpi", "training", "startup"], action="append")
+    parser.add_argument("--only", choices=["collectives", "tcp", "mpi", "training", "startup"], action="append")
     parser.add_argument("--max-bytes", type=int, help="largest allreduce of the sweeps (default: 256 MiB)")
     args = parser.parse_args()
-    only = set(args.only or ["collectives", "mpi", "training", "startup"])
+    only = set(args.only or ["collectives", "tcp", "mpi", "training", "startup"])
     sweep_args = ["--repeats", str(args.repeats)] + (["--max-bytes", str(args.max_bytes)] if args.max_bytes else [])
     lines = [
         f"Machine: {os.cpu_count()} cores, load average at start {load_average()}; "
@@ -197,7 +203,12 @@ def main() -> None:
             out = Path(tmp) / "collectives.json"
             horovodrun(args.np, "collectives.py", "--out", str(out), *sweep_args)
             gloo = json.loads(out.read_text())
-            lines += collectives_table(gloo) + [""]
+            lines += collectives_table(gloo, SHARED_MEMORY) + [""]
+        if "tcp" in only:  # what ranks on different hosts get: the same sweep with shared memory off
+            out = Path(tmp) / "collectives_tcp.json"
+            horovodrun(args.np, "collectives.py", "--out", str(out), *sweep_args,
+                       extra_env={"HOROVOD_GLOO_SHARED_MEMORY": "0"})
+            lines += collectives_table(json.loads(out.read_text()), "over TCP (HOROVOD_GLOO_SHARED_MEMORY=0)") + [""]
         if "mpi" in only:
             missing = mpi_missing()
             if missing:

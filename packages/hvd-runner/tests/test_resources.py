@@ -22,7 +22,7 @@ ROUNDS_RSS_BOUND_KIB = 1 * KIB_PER_MIB
 
 MEASURE = textwrap.dedent(
     """\
-    import json, os
+    import json, os, time
     import numpy as np
     import horovod.common as hvd
 
@@ -31,6 +31,14 @@ MEASURE = textwrap.dedent(
             rss = next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
         return {"threads": len(os.listdir("/proc/self/task")), "fds": len(os.listdir("/proc/self/fd")), "rss_kib": rss}
 
+    def usage_after_shutdown(threads_before):
+        # A thread that shutdown() has joined can still be listed in /proc/self/task for a moment,
+        # until the kernel has reaped it: wait (at most 1 s) for the count to settle.
+        deadline = time.monotonic() + 1.0
+        while len(os.listdir("/proc/self/task")) > threads_before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return usage()
+
     before = usage()
     cycles = []
     for cycle in range(20):
@@ -38,7 +46,7 @@ MEASURE = textwrap.dedent(
         running = usage()
         assert hvd.allreduce(np.ones(3), name="cycle", op=hvd.Sum).tolist() == [hvd.size()] * 3
         hvd.shutdown()
-        cycles.append(usage())
+        cycles.append(usage_after_shutdown(before["threads"]))
 
     hvd.init()
     tensors = [np.full(1024, i, np.float32) for i in range(8)]
