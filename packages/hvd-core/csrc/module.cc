@@ -6,9 +6,11 @@
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
+#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include <optional>
+#include <variant>
 
 #include "engine.h"
 #include "horovod/hvd_reduce.hpp"
@@ -16,6 +18,41 @@
 namespace nb = nanobind;
 using namespace nb::literals;
 using namespace hvdcore;
+
+// Contiguous host memory given as (address, byte count): how framework adapters hand over CPU tensors,
+// because converting a tensor through DLPack (torch's __dlpack__) costs more than the rest of a
+// submission. The caller vouches that the memory is host memory, contiguous and alive until completion
+// (horovod.common's Context keeps the tensor); the byte count is still checked against shape x dtype.
+struct HostSpan {
+  uintptr_t address;
+  size_t nbytes;
+};
+
+// Only an exact tuple of two ints is a HostSpan: nanobind's pair caster would also take any
+// 2-element sequence, such as a 2-element array meant as a DLPack buffer.
+namespace nanobind::detail {
+template <>
+struct type_caster<HostSpan> {
+  NB_TYPE_CASTER(HostSpan, const_name("tuple[int, int]"))
+  bool from_python(handle src, uint8_t, cleanup_list*) noexcept {
+    PyObject* o = src.ptr();
+    if (!PyTuple_CheckExact(o) || PyTuple_GET_SIZE(o) != 2 || !PyLong_CheckExact(PyTuple_GET_ITEM(o, 0)) ||
+        !PyLong_CheckExact(PyTuple_GET_ITEM(o, 1))) {
+      return false;
+    }
+    value.address = (uintptr_t)PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(o, 0));
+    value.nbytes = (size_t)PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(o, 1));
+    if (PyErr_Occurred()) {  // negative or too large
+      PyErr_Clear();
+      return false;
+    }
+    return true;
+  }
+  static handle from_cpp(const HostSpan& v, rv_policy, cleanup_list*) noexcept {
+    return Py_BuildValue("(KK)", (unsigned long long)v.address, (unsigned long long)v.nbytes);
+  }
+};
+}  // namespace nanobind::detail
 
 namespace {
 
@@ -97,17 +134,12 @@ nb::dlpack::dtype DlpackDtype(hvd_dtype d) {
 }
 
 using AnyArray = nb::ndarray<nb::ro>;
+// What a caller's buffer may be: a DLPack-capable array (numpy, CUDA tensors, ...) or a host span.
+using CallerBuffer = std::variant<HostSpan, AnyArray>;
 
-// A view of a caller's buffer: contiguous host memory holding exactly shape x dtype.
-TensorView MakeView(const char* what, const std::string& name, const std::optional<AnyArray>& array, int dtype,
-                    const std::vector<int64_t>& shape, uint32_t device_kind) {
-  TensorView v;
-  if (dtype < 0 || dtype >= HVD_DTYPE_COUNT) Throw(Status::InvalidArgument("tensor '" + name + "': unknown dtype code"));
-  v.dtype = (hvd_dtype)dtype;
-  v.shape = shape;
-  v.device_kind = device_kind;
-  if (!array) return v;
-  const AnyArray& a = *array;
+// The memory of a DLPack array, checked to be contiguous (and in host memory for a CPU op).
+std::pair<void*, size_t> ArrayMemory(const char* what, const std::string& name, const AnyArray& a,
+                                     uint32_t device_kind) {
   if (a.device_type() != nb::device::cpu::value && device_kind == HVD_DEVICE_CPU) {
     Throw(Status::InvalidArgument("tensor '" + name + "': the " + what + " buffer is not in host memory"));
   }
@@ -118,10 +150,25 @@ TensorView MakeView(const char* what, const std::string& name, const std::option
     }
     expected *= (int64_t)a.shape(i);
   }
-  v.data = const_cast<void*>(a.data());
+  return {const_cast<void*>(a.data()), a.nbytes()};
+}
+
+// A view of a caller's buffer: contiguous host memory holding exactly shape x dtype.
+TensorView MakeView(const char* what, const std::string& name, const std::optional<CallerBuffer>& buffer, int dtype,
+                    const std::vector<int64_t>& shape, uint32_t device_kind) {
+  TensorView v;
+  if (dtype < 0 || dtype >= HVD_DTYPE_COUNT) Throw(Status::InvalidArgument("tensor '" + name + "': unknown dtype code"));
+  v.dtype = (hvd_dtype)dtype;
+  v.shape = shape;
+  v.device_kind = device_kind;
+  if (!buffer) return v;
+  const HostSpan* span = std::get_if<HostSpan>(&*buffer);
+  auto [data, nbytes] = span ? std::pair<void*, size_t>{reinterpret_cast<void*>(span->address), span->nbytes}
+                             : ArrayMemory(what, name, std::get<AnyArray>(*buffer), device_kind);
+  v.data = data;
   size_t want = (size_t)v.num_elements() * hvd::dtype_size(v.dtype);
-  if (a.nbytes() != want) {
-    Throw(Status::InvalidArgument("tensor '" + name + "': the " + what + " buffer holds " + std::to_string(a.nbytes()) +
+  if (nbytes != want) {
+    Throw(Status::InvalidArgument("tensor '" + name + "': the " + what + " buffer holds " + std::to_string(nbytes) +
                                   " bytes, but shape " + ShapeString(shape) + " of " + hvd::dtype_name(v.dtype) +
                                   " needs " + std::to_string(want)));
   }
@@ -264,7 +311,7 @@ NB_MODULE(_core, m) {
       .def(
           "wait",
           [](HandleState& h) {
-            {
+            if (!h.poll()) {  // a completed op (the common case in synchronize) skips the GIL round trip
               nb::gil_scoped_release nogil;
               h.Wait();
             }
@@ -288,8 +335,8 @@ NB_MODULE(_core, m) {
       .def_prop_ro("backend_name", [](const Engine& e) { return e.backend().name(); })
       .def(
           "enqueue",
-          [](Engine& eng, int op_type, const std::string& name, std::optional<AnyArray> input, int dtype,
-             std::vector<int64_t> shape, std::optional<AnyArray> output, int op, int root, double prescale,
+          [](Engine& eng, int op_type, const std::string& name, std::optional<CallerBuffer> input, int dtype,
+             std::vector<int64_t> shape, std::optional<CallerBuffer> output, int op, int root, double prescale,
              double postscale, int process_set, std::optional<std::vector<int64_t>> splits, int64_t group_id,
              int group_size, uint32_t device_kind, bool inplace) {
             if (op_type < 0 || op_type >= kOpTypeCount) Throw(Status::InvalidArgument("unknown op type"));

@@ -317,6 +317,29 @@ def test_in_place_allreduce_and_broadcast_write_into_the_input() -> None:
     assert run_cluster(case, 2) == [[[1.0, 2.0, 3.0, 4.0]]] * 2
 
 
+def test_host_spans_cross_as_address_and_byte_count_and_are_checked() -> None:
+    # Framework adapters may hand host memory over as (address, byte count) instead of DLPack.
+    from horovod.common import _core
+
+    def case() -> list:
+        hvd.init()
+        engine = basics.context().engine
+        data = np.full(3, hvd.rank() + 1, np.float32)
+
+        def enqueue(name: str, buffer: object) -> object:
+            return engine.enqueue(_core.OP_ALLREDUCE, name, buffer, _core.DTYPE_FLOAT32, [3], None, inplace=True)
+
+        enqueue("span", (data.ctypes.data, data.nbytes)).wait()
+        with pytest.raises(ValueError, match=r"'short': the input buffer holds 8 bytes, but shape \[3\] of float32 needs 12"):
+            enqueue("short", (data.ctypes.data, 8))
+        # Only a tuple is a span: a 2-element array is an array (here of 16 bytes, so refused).
+        with pytest.raises(ValueError, match="holds 16 bytes"):
+            enqueue("pair", np.array([data.ctypes.data, data.nbytes], np.int64))
+        return data.tolist()
+
+    assert run_cluster(case, 2) == [[3.0] * 3] * 2
+
+
 def test_small_repeated_allreduces_complete_inside_negotiation() -> None:
     def case() -> dict:
         hvd.init()

@@ -31,15 +31,20 @@ class _Slot:
 
 _process_slot = _Slot()
 _thread_state = threading.local()
+_thread_slots_used = False  # whether any thread ever got its own slot
 _init_lock = threading.Lock()
 
 
 def _slot() -> _Slot:
-    return getattr(_thread_state, "slot", None) or _process_slot
+    # Every collective looks up its context here; the thread-local lookup costs as much as the rest
+    # of it, so it is skipped unless the test kit has ever given a thread its own slot.
+    return _thread_slots_used and getattr(_thread_state, "slot", None) or _process_slot
 
 
 def set_thread_launch(launch: Launch | None) -> None:
     """Gives the calling thread its own launch and context (test kit); None restores the process's."""
+    global _thread_slots_used
+    _thread_slots_used = True
     _thread_state.slot = _Slot(launch) if launch is not None else None
 
 

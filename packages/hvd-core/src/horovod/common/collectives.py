@@ -18,6 +18,8 @@ from horovod.common.process_sets import ProcessSet, global_process_set, process_
 # Reduction ops, with Horovod's numbering.
 Average, Sum, Adasum, Min, Max, Product = 0, 1, 2, 3, 4, 5
 
+_NO_GROUP = (-1, 0)  # (group id, group size) of an operation that is not part of a group
+
 
 class TensorAdapter(Protocol):
     """How one framework's tensors meet the engine."""
@@ -25,11 +27,13 @@ class TensorAdapter(Protocol):
     def prepare(self, tensor: Any) -> Any:
         """The tensor as a contiguous, host-addressable tensor of the same type (no copy if already so)."""
 
-    def describe(self, tensor: Any) -> tuple[int, list[int], int]:
+    def describe(self, tensor: Any) -> tuple[int, Sequence[int], int]:
         """(engine dtype code, shape, device kind) of a prepared tensor; ValueError if unsupported."""
 
     def buffer(self, tensor: Any) -> Any:
-        """An object sharing the tensor's memory that the engine reads (DLPack or buffer protocol)."""
+        """What the engine reads and writes the prepared tensor through, without a copy: an object
+        sharing its memory (DLPack-capable), or, for host memory, ``(address, byte count)``: much
+        cheaper to pass than a DLPack capsule (the caller's reference keeps the memory alive)."""
 
     def empty_like(self, tensor: Any) -> Any:
         """A new uninitialised tensor of the same shape, dtype and device."""
@@ -79,17 +83,24 @@ class Collectives:
         group = (group_key(base), len(tensors))
         return [submit(t, f"{base}.{i}", group) for i, t in enumerate(tensors)]
 
+    # This is the per-tensor cost of every collective (a training step submits hundreds of small
+    # tensors), so it is written flat: explicit arguments passed to the engine positionally, no
+    # per-call closures; results are made by `finish(core, kept, out)` (default: `out`), see Context.
     def _submit(
         self,
         op_type: int,
         tensor: Any,
         name: str,
         process_set: ProcessSet,
-        *,
         output_like_input: bool,
         inplace: bool = False,
         finish: Callable[[Any, Any, Any], Any] | None = None,
-        **options: Any,
+        op: int = Sum,
+        root: int = -1,
+        prescale: float = 1.0,
+        postscale: float = 1.0,
+        splits: list[int] | None = None,
+        group: tuple[int, int] = _NO_GROUP,
     ) -> int:
         ctx = basics.context()
         a = self.adapter
@@ -98,27 +109,32 @@ class Collectives:
         # Ops whose result has the input's shape write into a tensor allocated here (or, in place,
         # into the input itself); the others get an engine-allocated result (its size is known only
         # after negotiation).
+        kept, out_buffer = prepared, None
         if inplace:
             out = prepared
             if prepared is not tensor:  # the input had to be made contiguous: copy the result back
-                finish = lambda h, p, o: a.copy_into(tensor, o)  # noqa: E731
+                finish, kept = self._copy_back, tensor
+        elif output_like_input:
+            out = a.empty_like(prepared)
+            out_buffer = a.buffer(out)
         else:
-            out = a.empty_like(prepared) if output_like_input else None
+            out = None
+            if finish is None:
+                finish = self._from_engine
+        set_id = process_set.process_set_id
+        if set_id is None:
+            set_id = process_set_id(process_set)  # raises: the set is not registered
         core = ctx.engine.enqueue(
-            op_type,
-            name,
-            a.buffer(prepared),
-            dtype,
-            shape,
-            a.buffer(out) if out is not None and out is not prepared else None,
-            process_set=process_set_id(process_set),
-            device_kind=device,
-            inplace=out is prepared,
-            **options,
+            op_type, name, a.buffer(prepared), dtype, shape, out_buffer, op, root, prescale, postscale,
+            set_id, splits, group[0], group[1], device, inplace,
         )
-        if finish is None:
-            finish = (lambda h, p, o: o) if output_like_input else (lambda h, p, o: a.from_engine(h, p))
-        return ctx.submit(core, (prepared, out), lambda h: finish(h, prepared, out))
+        return ctx.submit(core, finish, kept, out)
+
+    def _copy_back(self, core: Any, target: Any, out: Any) -> Any:
+        return self.adapter.copy_into(target, out)
+
+    def _from_engine(self, core: Any, prepared: Any, out: Any) -> Any:
+        return self.adapter.from_engine(core, prepared)
 
     def allreduce_async(
         self,
@@ -129,22 +145,29 @@ class Collectives:
         prescale_factor: float = 1.0,
         postscale_factor: float = 1.0,
         process_set: ProcessSet = global_process_set,
-        group: tuple[int, int] = (-1, 0),
+        group: tuple[int, int] = _NO_GROUP,
         inplace: bool = False,
     ) -> int:
         op = handle_average_backwards_compatibility(op, average)
+        return self.submit_allreduce(tensor, name, op, prescale_factor, postscale_factor, process_set, inplace, group)
+
+    def submit_allreduce(
+        self,
+        tensor: Any,
+        name: str | None,
+        op: int,
+        prescale_factor: float = 1.0,
+        postscale_factor: float = 1.0,
+        process_set: ProcessSet = global_process_set,
+        inplace: bool = False,
+        group: tuple[int, int] = _NO_GROUP,
+    ) -> int:
+        """:meth:`allreduce_async` for callers that have resolved ``op`` already (from ``average=``)."""
+        name = name or basics.context().auto_name("allreduce")
+        # Positional: the hottest call of all (see _submit's parameters for the meaning).
         return self._submit(
-            _core.OP_ALLREDUCE,
-            tensor,
-            name or basics.context().auto_name("allreduce"),
-            process_set,
-            output_like_input=True,
-            inplace=inplace,
-            op=op,
-            prescale=float(prescale_factor),
-            postscale=float(postscale_factor),
-            group_id=group[0],
-            group_size=group[1],
+            _core.OP_ALLREDUCE, tensor, name, process_set, True, inplace, None, op, -1,
+            float(prescale_factor), float(postscale_factor), None, group,
         )
 
     def grouped_allreduce_async(
@@ -164,12 +187,12 @@ class Collectives:
             "grouped_allreduce",
             tensors,
             name,
-            lambda t, n, g: self.allreduce_async(t, None, n, op, prescale_factor, postscale_factor, process_set, g, inplace),
+            lambda t, n, g: self.submit_allreduce(t, n, op, prescale_factor, postscale_factor, process_set, inplace, g),
         )
 
     def allgather_async(
         self, tensor: Any, name: str | None = None, process_set: ProcessSet = global_process_set,
-        group: tuple[int, int] = (-1, 0),
+        group: tuple[int, int] = _NO_GROUP,
     ) -> int:
         return self._submit(
             _core.OP_ALLGATHER,
@@ -177,8 +200,7 @@ class Collectives:
             name or basics.context().auto_name("allgather"),
             process_set,
             output_like_input=False,
-            group_id=group[0],
-            group_size=group[1],
+            group=group,
         )
 
     def grouped_allgather_async(
@@ -227,7 +249,7 @@ class Collectives:
         process_set: ProcessSet = global_process_set,
         prescale_factor: float = 1.0,
         postscale_factor: float = 1.0,
-        group: tuple[int, int] = (-1, 0),
+        group: tuple[int, int] = _NO_GROUP,
     ) -> int:
         return self._submit(
             _core.OP_REDUCESCATTER,
@@ -238,8 +260,7 @@ class Collectives:
             op=op,
             prescale=float(prescale_factor),
             postscale=float(postscale_factor),
-            group_id=group[0],
-            group_size=group[1],
+            group=group,
         )
 
     def grouped_reducescatter_async(
@@ -275,7 +296,7 @@ def barrier(process_set: ProcessSet = global_process_set) -> None:
     """Blocks until every rank of the process set has reached the barrier."""
     ctx = basics.context()
     core = ctx.engine.enqueue(_core.OP_BARRIER, "barrier", None, 0, [], process_set=process_set_id(process_set))
-    ctx.synchronize(ctx.submit(core, (), lambda h: None))
+    ctx.synchronize(ctx.submit(core))
 
 
 def join(device: int = -1) -> int:
@@ -283,7 +304,7 @@ def join(device: int = -1) -> int:
     others' collectives. Returns the rank that joined last."""
     ctx = basics.context()
     core = ctx.engine.enqueue(_core.OP_JOIN, "join", None, 0, [])
-    return ctx.synchronize(ctx.submit(core, (), lambda h: int(h.value)))
+    return ctx.synchronize(ctx.submit(core, lambda h, kept, out: int(h.value)))
 
 
 def poll(handle: int) -> bool:

@@ -2,39 +2,45 @@
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
-import threading
 from typing import Any, Callable
 
 from horovod.common.config import Topology
 
+# A pending operation is a plain tuple (core handle, finish, kept, out), made once per tensor
+# (hundreds per training step, so no per-operation object or closure): the engine borrows the
+# memory of `kept` and `out` (the caller's tensors) until completion, so they are held here;
+# synchronize returns finish(core, kept, out), or `out` itself when finish is None.
+Finish = Callable[[Any, Any, Any], Any]
 
-@dataclasses.dataclass
-class _Pending:
-    core: Any  # _core.Handle (or _Combined)
-    keep_alive: tuple  # the caller's buffers, borrowed by the engine until completion
-    finish: Callable[[Any], Any]  # turns the completed core handle into the caller's result
+
+def _result(pending: tuple) -> Any:
+    core, finish, kept, out = pending
+    return out if finish is None else finish(core, kept, out)
 
 
 class _Combined:
     """Several operations behind one handle (a grouped call): done when all are done."""
 
-    def __init__(self, parts: list[_Pending]) -> None:
+    def __init__(self, parts: list[tuple]) -> None:
         self.parts = parts
 
     def poll(self) -> bool:
-        return all(p.core.poll() for p in self.parts)
+        return all(p[0].poll() for p in self.parts)
 
     def wait(self) -> None:
         error = None
         for p in self.parts:  # wait for every part, even after one failed, so none is left running
             try:
-                p.core.wait()
+                p[0].wait()
             except BaseException as e:  # noqa: BLE001 - re-raised below
                 error = error or e
         if error is not None:
             raise error
+
+
+def _finish_combined(combined: _Combined, kept: Any, finish: Callable[[list], Any]) -> Any:
+    return finish([_result(p) for p in combined.parts])
 
 
 class Context:
@@ -47,46 +53,44 @@ class Context:
         #: The launcher's view of the whole job, before init(comm=[...]) narrowed it.
         self.job_topology = job_topology
         self.backend_name = backend_name
-        self._lock = threading.Lock()
-        self._handles: dict[int, _Pending] = {}
+        # No lock: several threads may submit and synchronize at once, and each step below is one
+        # dict or itertools.count operation on int/str keys, which CPython performs atomically under
+        # the GIL (no Python code runs inside them), so the table stays consistent and no handle
+        # number is given twice. (A free-threaded build would need a lock here again.)
+        self._handles: dict[int, tuple] = {}
         self._next_handle = itertools.count(1)
         self._name_counters: dict[str, itertools.count] = {}
 
     # Unnamed collectives are numbered per kind, in program order: every rank must call them in the
     # same order (Horovod's requirement too).
     def auto_name(self, kind: str) -> str:
-        with self._lock:
-            counter = self._name_counters.setdefault(kind, itertools.count())
-            return f"{kind}.noname.{next(counter)}"
+        counter = self._name_counters.setdefault(kind, itertools.count())
+        return f"{kind}.noname.{next(counter)}"
 
-    def submit(self, core: Any, keep_alive: tuple, finish: Callable[[Any], Any]) -> int:
+    def submit(self, core: Any, finish: Finish | None = None, kept: Any = None, out: Any = None) -> int:
+        """A handle for the engine operation ``core``; see the pending tuple above."""
         handle = next(self._next_handle)
-        with self._lock:
-            self._handles[handle] = _Pending(core, keep_alive, finish)
+        self._handles[handle] = (core, finish, kept, out)
         return handle
 
     def combine(self, handles: list[int], finish: Callable[[list], Any]) -> int:
         """One handle for several: ``synchronize`` waits for all and returns ``finish(results)``."""
-        with self._lock:
-            parts = [self._handles.pop(h) for h in handles]
-        combined = _Combined(parts)
-        return self.submit(combined, (), lambda c: finish([p.finish(p.core) for p in c.parts]))
+        parts = [self._handles.pop(h) for h in handles]  # each part's tuple keeps its own buffers
+        return self.submit(_Combined(parts), _finish_combined, None, finish)  # finish rides in `out`
 
     def poll(self, handle: int) -> bool:
-        return self._pending(handle).core.poll()
+        return self._pending(handle)[0].poll()
 
     def synchronize(self, handle: int) -> Any:
-        pending = self._pending(handle)
+        core, finish, kept, out = self._pending(handle)
         try:
-            pending.core.wait()  # releases the GIL; raises the operation's error
+            core.wait()  # raises the operation's error (waits without the GIL if not done yet)
         finally:
-            with self._lock:
-                self._handles.pop(handle, None)
-        return pending.finish(pending.core)
+            self._handles.pop(handle, None)
+        return out if finish is None else finish(core, kept, out)  # _result, inlined: once per tensor
 
-    def _pending(self, handle: int) -> _Pending:
-        with self._lock:
-            pending = self._handles.get(handle)
+    def _pending(self, handle: int) -> tuple:
+        pending = self._handles.get(handle)
         if pending is None:
             raise ValueError(f"handle {handle} is unknown or was already synchronized")
         return pending

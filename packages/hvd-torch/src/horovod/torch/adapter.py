@@ -1,8 +1,9 @@
 """How torch tensors meet hvd's engine: the TensorAdapter that horovod.common's collectives use.
 
-CPU tensors cross without a copy: the engine reads (and, for in-place and same-shape results,
-writes) the tensor's memory through DLPack, and engine-allocated results (allgather, alltoall,
-reducescatter) come back as tensors sharing the engine's buffer.
+Tensors cross without a copy: the engine reads (and, for in-place and same-shape results,
+writes) the tensor's memory, given as (address, byte count) for CPU tensors (torch's DLPack export
+alone costs more than the rest of a submission) and through DLPack otherwise; engine-allocated
+results (allgather, alltoall, reducescatter) come back as tensors sharing the engine's buffer.
 """
 
 from __future__ import annotations
@@ -63,11 +64,17 @@ class TorchAdapter:
             tensor = tensor.contiguous()
         return tensor
 
-    def describe(self, tensor: torch.Tensor) -> tuple[int, list[int], int]:
-        return dtype_code(tensor.dtype), list(tensor.shape), device_kind(tensor.device)
+    def describe(self, tensor: torch.Tensor) -> tuple[int, torch.Size, int]:
+        # Per tensor of every step: the common case (a supported dtype, a CPU tensor) avoids
+        # building a torch.device and calling the helpers that also explain what is unsupported.
+        code = _DTYPE_CODES.get(tensor.dtype)
+        if code is None:
+            code = dtype_code(tensor.dtype)
+        return code, tensor.shape, _core.DEVICE_CPU if tensor.is_cpu else device_kind(tensor.device)
 
-    def buffer(self, tensor: torch.Tensor) -> torch.Tensor:
-        return tensor  # the engine takes it through DLPack, without a copy
+    def buffer(self, tensor: torch.Tensor) -> tuple[int, int] | torch.Tensor:
+        # A prepared tensor is contiguous, so its memory is exactly nbytes from data_ptr().
+        return (tensor.data_ptr(), tensor.nbytes) if tensor.is_cpu else tensor
 
     def empty_like(self, tensor: torch.Tensor) -> torch.Tensor:
         return torch.empty_like(tensor, memory_format=torch.contiguous_format)

@@ -71,13 +71,9 @@ def _resolve_op(op: int | None, average: bool | None) -> int:
 # --- allreduce --------------------------------------------------------------------------------------
 
 
-def _allreduce_async(tensor, name, op, prescale_factor, postscale_factor, process_set, inplace) -> int:
-    return handles.single(
-        _ops.allreduce_async(
-            tensor, name=name, op=op, prescale_factor=prescale_factor, postscale_factor=postscale_factor,
-            process_set=process_set, inplace=inplace,
-        )
-    )
+# _allreduce_async(tensor, name, op, prescale_factor, postscale_factor, process_set, inplace) -> handle,
+# for callers that resolved op already (_resolve_op); the engine's handle is the torch handle as it is.
+_allreduce_async = _ops.submit_allreduce
 
 
 def allreduce_async(
