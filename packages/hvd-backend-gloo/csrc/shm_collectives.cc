@@ -14,10 +14,11 @@
 namespace hvd_gloo {
 namespace {
 
-// Up to this many bytes per piece, every member folds all slots itself: one synchronisation.
-// Above, each member reduces one part of the piece and the others copy it from its slot (a
-// reduce-scatter then an allgather, both in shared memory): two synchronisations, but each member
-// reads each byte of the piece once instead of once per member.
+// Up to this many bytes per piece, every member folds all slots itself, in rank order: one
+// synchronisation. Above, each member reduces one part of the piece and the others copy it from its
+// slot (a reduce-scatter then an allgather, both in shared memory): two synchronisations, but each
+// member reads each byte of the piece once instead of once per member, and copies into its slot
+// only the parts its peers reduce.
 constexpr size_t kFoldWholeBytes = 64 * 1024;
 
 // Elements [first, last) of part `member` when `count` elements are split into n parts.
@@ -48,15 +49,25 @@ void ShmAllreduce(ShmGroup& g, const void* sendbuf, void* recvbuf, size_t count,
     const uint8_t* in = static_cast<const uint8_t*>(sendbuf) + done * element;
     uint8_t* out = static_cast<uint8_t*>(recvbuf) + done * element;
     g.AwaitSlotFree();
-    std::memcpy(g.slot(rank), in, c * element);  // before `out` is written: they may be one buffer
-    g.AwaitAll(g.Publish());
     if (c * element <= kFoldWholeBytes || c < (size_t)n) {
+      std::memcpy(g.slot(rank), in, c * element);  // before `out` is written: they may be one buffer
+      g.AwaitAll(g.Publish());
       FoldSlots(g, 0, out, c, dtype, op);
     } else {
       auto [first, last] = Part(c, n, rank);
-      // Only this member reads this part of its own slot, so its result may replace it there.
-      FoldSlots(g, first * element, out + first * element, last - first, dtype, op);
-      std::memcpy(g.slot(rank) + first * element, out + first * element, (last - first) * element);
+      const size_t mine = (last - first) * element;
+      // Peers read only their own parts of this member's slot: the rest of the piece goes there.
+      std::memcpy(g.slot(rank), in, first * element);
+      std::memcpy(g.slot(rank) + last * element, in + last * element, (c - last) * element);
+      g.AwaitAll(g.Publish());
+      // This member alone reduces its part, and every member copies the result: any fixed order
+      // gives all of them the same bits. Its own contribution comes first, so that the fold starts
+      // in place, and its result then replaces its part of the slot, which no peer reads.
+      if (out != in) std::memcpy(out + first * element, in + first * element, mine);
+      for (int32_t m = 0; m < n; ++m) {
+        if (m != rank) hvd::reduce_into(dtype, op, out + first * element, g.slot(m) + first * element, last - first);
+      }
+      std::memcpy(g.slot(rank) + first * element, out + first * element, mine);
       g.AwaitAll(g.Publish());
       for (int32_t m = 0; m < n; ++m) {
         if (m == rank) continue;

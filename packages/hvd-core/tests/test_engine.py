@@ -36,6 +36,25 @@ def test_fusion_makes_fewer_backend_calls_than_tensors(np_: int) -> None:
         assert stats["backend_calls"]["allreduce"] == 60 and stats["fused_batches"] == 0, stats
 
 
+def _grouped_calls(count: int, elements: int) -> tuple[dict, dict]:
+    hvd.init()
+    before = _stats()
+    tensors = [np.full(elements, i, np.float32) for i in range(count)]
+    results = hvd.grouped_allreduce(tensors, name="group", op=hvd.Sum)  # negotiated in one cycle
+    assert all(np.array_equal(r, t * hvd.size()) for r, t in zip(results, tensors))
+    return before, _stats()
+
+
+def test_tensors_of_a_mebibyte_or_more_are_reduced_alone_in_place() -> None:
+    # Copying them through the fusion buffer would cost more than the calls fusing them saves.
+    for before, after in run_cluster(_grouped_calls, 2, args=(4, 1 << 18)):  # 4 x 1 MiB
+        assert after["backend_calls"]["allreduce"] - before["backend_calls"]["allreduce"] == 4, (before, after)
+        assert after["fused_batches"] == before["fused_batches"], (before, after)
+    for before, after in run_cluster(_grouped_calls, 2, args=(4, (1 << 18) - 1)):  # just under: fused
+        assert after["backend_calls"]["allreduce"] - before["backend_calls"]["allreduce"] == 1, (before, after)
+        assert after["fused_batches"] == before["fused_batches"] + 1, (before, after)
+
+
 def _rounds(rounds: int) -> list[dict]:
     hvd.init()
     seen = []
