@@ -1,7 +1,8 @@
 """Synthetic training throughput: hvd's DistributedOptimizer beside torch DDP, same model and data.
 
 Run under the launcher with 1 and with N ranks; rank 0 writes images/s (per rank and total) for
-each model to --out. Batch 32, one intra-op thread per rank.
+each model to --out. Batch 32, one intra-op thread per rank. hvd and DDP are measured in
+alternating blocks in the same processes.
 """
 
 from __future__ import annotations
@@ -41,19 +42,8 @@ def mlp() -> nn.Module:
 MODELS = {"cnn": SmallCNN, "mlp": mlp}
 
 
-def images_per_second(step, batch: int, warmup: int, iters: int, batches_per_iter: int) -> float:
-    for _ in range(warmup):
-        step()
-    rates = []
-    for _ in range(iters):
-        start = time.perf_counter()
-        for _ in range(batches_per_iter):
-            step()
-        rates.append(batch * batches_per_iter / (time.perf_counter() - start))
-    return statistics.median(rates)
-
-
-def run(model_name: str, framework: str, args) -> float:
+def make_step(model_name: str, framework: str, args):
+    """One training step of `model_name` under hvd's DistributedOptimizer or torch DDP."""
     torch.manual_seed(0)
     model = MODELS[model_name]()
     data = torch.randn(args.batch_size, 3, 32, 32)
@@ -73,7 +63,24 @@ def run(model_name: str, framework: str, args) -> float:
         F.cross_entropy(net(data), target).backward()
         optimizer.step()
 
-    return images_per_second(step, args.batch_size, args.warmup, args.iters, args.batches_per_iter)
+    return step
+
+
+def images_per_second(steps: dict, batch: int, warmup: int, iters: int, batches_per_iter: int) -> dict:
+    """Median images/s of each framework's step, measured in alternating blocks: on a noisy machine
+    both see the same background load, minute by minute."""
+    for step in steps.values():
+        for _ in range(warmup):
+            step()
+    rates = {framework: [] for framework in steps}
+    for _ in range(iters):
+        for framework, step in steps.items():
+            dist.barrier()  # every rank starts the block together
+            start = time.perf_counter()
+            for _ in range(batches_per_iter):
+                step()
+            rates[framework].append(batch * batches_per_iter / (time.perf_counter() - start))
+    return {framework: statistics.median(r) for framework, r in rates.items()}
 
 
 def main() -> None:
@@ -81,7 +88,7 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--iters", type=int, default=7)
+    parser.add_argument("--iters", type=int, default=9)
     parser.add_argument("--batches-per-iter", type=int, default=5)
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -91,8 +98,9 @@ def main() -> None:
     )
     results = {}
     for model_name in MODELS:
-        for framework in ("hvd", "ddp"):
-            rate = run(model_name, framework, args)
+        steps = {framework: make_step(model_name, framework, args) for framework in ("hvd", "ddp")}
+        measured = images_per_second(steps, args.batch_size, args.warmup, args.iters, args.batches_per_iter)
+        for framework, rate in measured.items():
             rates = hvd.allgather(torch.tensor([rate]), name=f"rates.{model_name}.{framework}")
             results[f"{model_name}.{framework}"] = {"per_rank": rates.tolist(), "total": float(rates.sum())}
     if hvd.rank() == 0:
