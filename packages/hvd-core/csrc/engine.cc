@@ -18,7 +18,8 @@ Engine::Engine(EngineConfig config, std::shared_ptr<Backend> backend, std::share
       executor_(log_, timeline_, config_.fusion_threshold, execution_stats_,
                 [this](ProcessSet& ps, std::unique_ptr<TensorEntry> e, Status s) {
                   Complete(ps, std::move(e), std::move(s));
-                }) {}
+                }),
+      pacer_(std::chrono::microseconds(std::max<int64_t>(1, (int64_t)(config_.cycle_time_ms * 1000)))) {}
 
 Engine::~Engine() { Shutdown(); }
 
@@ -312,7 +313,11 @@ void Engine::Loop() {
         break;
       }
     }
-    idle_wait = anyone_busy ? cycle : std::min(idle_wait * 2, cycle * kMaxIdleCycleMultiple);
+    if (!anyone_busy) {
+      idle_wait = std::min(std::max(idle_wait, cycle) * 2, cycle * kMaxIdleCycleMultiple);
+    } else {  // quicker cycles only while a caller waits: otherwise they would take its core
+      idle_wait = HandleState::BlockedCallers().load(std::memory_order_relaxed) ? pacer_.BusyWait() : cycle;
+    }
     std::lock_guard<std::mutex> lk(mu_);
     for (int32_t id : sets_to_remove_) sets_.erase(id);
     sets_to_remove_.clear();
@@ -337,7 +342,12 @@ Status Engine::RunSet(ProcessSet& ps, StopWish wish, bool* stop, bool* anyone_bu
     busy = !queue_.empty();
     for (auto& kv : sets_) busy = busy || !kv.second->pending.empty();
   }
+  auto negotiation_start = std::chrono::steady_clock::now();
   Status st = controller_.RunCycle(ps, ps.id == 0 ? wish : StopWish::kNone, busy, &result, &negotiation_stats_);
+  if (ps.id == 0) {
+    pacer_.Record(std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                                         negotiation_start));
+  }
   if (!st.ok()) {
     *cause = StopCause::kTransport;
     return st;

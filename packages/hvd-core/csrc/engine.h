@@ -3,8 +3,9 @@
 // Callers enqueue operations and get handles; one background thread (no Python on it) drains the
 // queue, runs negotiation for each process set it belongs to, and executes what is ready. The
 // thread wakes as soon as work arrives; otherwise it takes part in a cycle every HOROVOD_CYCLE_TIME
-// while any rank has work pending (so such peers never wait on it longer than that), and less
-// often, down to one cycle every 16 cycle times, while the whole job is idle.
+// while any rank has work pending (so such peers never wait on it longer than that), sooner when
+// a caller is blocked waiting and negotiations are cheap (cycle_pacer.h), and less often, down to
+// one cycle every 16 cycle times, while the whole job is idle.
 #pragma once
 
 #include <condition_variable>
@@ -17,6 +18,7 @@
 
 #include "backend_loader.h"
 #include "controller.h"
+#include "cycle_pacer.h"
 #include "executor.h"
 #include "failure_report.h"
 #include "kv_store.h"
@@ -108,6 +110,7 @@ class Engine {
   ExecutionStats execution_stats_;
   Controller controller_;
   Executor executor_;
+  CyclePacer pacer_;  // touched only by the loop
 
   std::mutex mu_;  // guards everything below
   std::condition_variable cv_;

@@ -23,8 +23,19 @@ class HandleState {
   bool poll() const { return done_.load(std::memory_order_acquire); }
   // Blocks until done; callers release the GIL first.
   void Wait() {
-    std::unique_lock<std::mutex> lk(mu_);
-    cv_.wait(lk, [&] { return done_.load(std::memory_order_acquire); });
+    if (poll()) return;
+    BlockedCallers().fetch_add(1, std::memory_order_relaxed);
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return done_.load(std::memory_order_acquire); });
+    }
+    BlockedCallers().fetch_sub(1, std::memory_order_relaxed);
+  }
+  // Threads of this process blocked in Wait(): while there are some, the caller is idle and its
+  // core is free for the engine to cycle quickly (cycle_pacer.h).
+  static std::atomic<int>& BlockedCallers() {
+    static std::atomic<int> count{0};
+    return count;
   }
   void Complete(Status status) {
     {
