@@ -151,24 +151,26 @@ void ShmAlltoallv(ShmGroup& g, const void* sendbuf, const size_t* sendcounts, vo
                   size_t element_size) {
   g.StartCall();
   const int32_t n = g.size(), rank = g.rank();
-  // First every member publishes its send counts: a receiver needs to know where in each
-  // sender's buffer its block starts, and how many pieces the largest sender needs.
+  // First every member publishes its send counts: a receiver needs to know where its block lies
+  // in each sender's stream (below), and how many windows the longest stream needs.
   std::vector<size_t> counts(sendcounts, sendcounts + n);
   if (sizeof(size_t) * (size_t)n > g.slot_bytes()) throw ShmFailure{HVD_ERR_UNSUPPORTED, "too many members for the slot"};
   g.AwaitSlotFree();
   std::memcpy(g.slot(rank), counts.data(), sizeof(size_t) * n);
   g.AwaitAll(g.Publish());
-  std::vector<size_t> block_start(n), block_bytes(n);  // of the block sent to this member, in each sender's buffer
-  size_t largest = 0;
+  // A sender's stream is its send buffer without the block it keeps for itself.
+  std::vector<size_t> block_start(n), block_bytes(n);  // of the block for this member, in each sender's stream
+  size_t longest = 0;
   for (int32_t p = 0; p < n; ++p) {
     const size_t* theirs = reinterpret_cast<const size_t*>(g.slot(p));
-    size_t total = 0;
+    size_t stream = 0;
     for (int32_t q = 0; q < n; ++q) {
-      if (q == rank) block_start[p] = total * element_size;
-      total += theirs[q];
+      if (q == p) continue;
+      if (q == rank) block_start[p] = stream * element_size;
+      stream += theirs[q];
     }
     block_bytes[p] = theirs[rank] * element_size;
-    largest = std::max(largest, total * element_size);
+    longest = std::max(longest, stream * element_size);
     if (theirs[rank] != recvcounts[p]) {
       throw ShmFailure{HVD_ERR_INVALID_ARGUMENT, "rank " + std::to_string(p) + " sends " + std::to_string(theirs[rank]) +
                                                      " elements to this member, which expects " +
@@ -180,21 +182,27 @@ void ShmAlltoallv(ShmGroup& g, const void* sendbuf, const size_t* sendcounts, vo
   for (int32_t p = 1; p < n; ++p) recv_offset[p] = recv_offset[p - 1] + recvcounts[p - 1] * element_size;
   const uint8_t* in = static_cast<const uint8_t*>(sendbuf);
   uint8_t* out = static_cast<uint8_t*>(recvbuf);
-  size_t own_total = 0;
-  for (int32_t q = 0; q < n; ++q) own_total += counts[q] * element_size;
-  // Then each member's whole send buffer moves through its slot, one window at a time, and every
-  // receiver copies the part of its block that lies in each sender's window.
-  for (size_t window = 0; window < largest; window += g.slot_bytes()) {
+  size_t kept_start = 0, total = 0;  // in bytes, in this member's send buffer
+  for (int32_t q = 0; q < n; ++q) {
+    if (q == rank) kept_start = total;
+    total += counts[q] * element_size;
+  }
+  const size_t kept = counts[rank] * element_size, stream = total - kept;
+  if (kept) std::memcpy(out + recv_offset[rank], in + kept_start, kept);
+  // Then each stream moves through its member's slot, one window at a time, and every receiver
+  // copies the part of its block that lies in each sender's window.
+  for (size_t window = 0; window < longest; window += g.slot_bytes()) {
     g.AwaitSlotFree();
-    size_t own = PieceOf(own_total, window, g.slot_bytes());
-    if (own) std::memcpy(g.slot(rank), in + window, own);
+    const size_t end = window + PieceOf(stream, window, g.slot_bytes());
+    if (window < std::min(end, kept_start)) std::memcpy(g.slot(rank), in + window, std::min(end, kept_start) - window);
+    const size_t after = std::max(window, kept_start);  // stream bytes after the kept block
+    if (after < end) std::memcpy(g.slot(rank) + (after - window), in + after + kept, end - after);
     g.AwaitAll(g.Publish());
     for (int32_t p = 0; p < n; ++p) {
+      if (p == rank) continue;
       size_t from = std::max(block_start[p], window);
       size_t to = std::min(block_start[p] + block_bytes[p], window + g.slot_bytes());
-      if (from >= to) continue;
-      const uint8_t* source = p == rank ? in + from : g.slot(p) + (from - window);
-      std::memcpy(out + recv_offset[p] + (from - block_start[p]), source, to - from);
+      if (from < to) std::memcpy(out + recv_offset[p] + (from - block_start[p]), g.slot(p) + (from - window), to - from);
     }
     g.MarkSlotRead(g.Publish());
   }
