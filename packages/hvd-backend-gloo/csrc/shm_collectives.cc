@@ -40,7 +40,6 @@ size_t PieceOf(size_t total, size_t done, size_t limit) { return done < total ? 
 }  // namespace
 
 void ShmAllreduce(ShmGroup& g, const void* sendbuf, void* recvbuf, size_t count, hvd_dtype dtype, hvd_reduce_op op) {
-  g.StartCall();
   const size_t element = hvd::dtype_size(dtype);
   const int32_t n = g.size(), rank = g.rank();
   const size_t per_piece = g.slot_bytes() / element;
@@ -81,7 +80,6 @@ void ShmAllreduce(ShmGroup& g, const void* sendbuf, void* recvbuf, size_t count,
 }
 
 void ShmAllgatherv(ShmGroup& g, const void* sendbuf, void* recvbuf, const size_t* recvcounts, size_t element_size) {
-  g.StartCall();
   const int32_t n = g.size(), rank = g.rank();
   std::vector<size_t> offset(n, 0);
   size_t largest = 0;
@@ -106,7 +104,6 @@ void ShmAllgatherv(ShmGroup& g, const void* sendbuf, void* recvbuf, const size_t
 }
 
 void ShmBroadcast(ShmGroup& g, void* buf, size_t bytes, int32_t root) {
-  g.StartCall();
   uint8_t* data = static_cast<uint8_t*>(buf);
   for (size_t done = 0; done < bytes; done += g.slot_bytes()) {
     size_t b = PieceOf(bytes, done, g.slot_bytes());
@@ -125,7 +122,6 @@ void ShmBroadcast(ShmGroup& g, void* buf, size_t bytes, int32_t root) {
 
 void ShmReducescatter(ShmGroup& g, const void* sendbuf, void* recvbuf, const size_t* recvcounts, hvd_dtype dtype,
                       hvd_reduce_op op) {
-  g.StartCall();
   const size_t element = hvd::dtype_size(dtype);
   const int32_t n = g.size(), rank = g.rank();
   size_t total = 0, first = 0;  // this member's block: elements [first, first + recvcounts[rank])
@@ -149,7 +145,6 @@ void ShmReducescatter(ShmGroup& g, const void* sendbuf, void* recvbuf, const siz
 
 void ShmAlltoallv(ShmGroup& g, const void* sendbuf, const size_t* sendcounts, void* recvbuf, const size_t* recvcounts,
                   size_t element_size) {
-  g.StartCall();
   const int32_t n = g.size(), rank = g.rank();
   // First every member publishes its send counts: a receiver needs to know where its block lies
   // in each sender's stream (below), and how many windows the longest stream needs.
@@ -209,7 +204,6 @@ void ShmAlltoallv(ShmGroup& g, const void* sendbuf, const size_t* sendcounts, vo
 }
 
 void ShmBarrier(ShmGroup& g) {
-  g.StartCall();
   g.AwaitAll(g.Publish());
 }
 

@@ -88,10 +88,22 @@ bool Disabled() {
   return env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "false") == 0 || std::strcmp(env, "False") == 0);
 }
 
+// The slot size asked for (a plain number of bytes), or the default when the setting is absent or
+// not such a number. Every member uses it (the host identity includes it).
 size_t SlotBytes() {
   const char* env = std::getenv("HOROVOD_GLOO_SHARED_MEMORY_SLOT_BYTES");
-  size_t bytes = env && *env ? (size_t)std::strtoull(env, nullptr, 10) : kDefaultSlotBytes;
-  return std::max<size_t>(64, bytes / 64 * 64);  // whole cache lines, and a multiple of every element size
+  if (!env || !*env) return kDefaultSlotBytes;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long bytes = std::strtoull(env, &end, 10);
+  if (errno || *end || env[0] == '-') return kDefaultSlotBytes;
+  return (size_t)bytes;
+}
+
+// Whole cache lines (a multiple of every element size), and room for alltoallv's table of counts.
+size_t UsableSlotBytes(size_t asked, int32_t members) {
+  size_t least = AlignUp(std::max<size_t>(64, sizeof(size_t) * (size_t)members), 64);
+  return std::max(least, asked / 64 * 64);
 }
 
 // What members must share to map one region: the same running kernel (boot id), the same PID
@@ -106,17 +118,37 @@ std::string HostIdentity() {
          std::to_string(SlotBytes());
 }
 
-// State (field 3) and start time (field 22) of a process, from /proc/<pid>/stat; false if gone.
-bool ProcessStat(int32_t pid, char* state, uint64_t* start_time) {
-  std::string stat = ReadFirstLine(("/proc/" + std::to_string(pid) + "/stat").c_str());
-  size_t close = stat.rfind(')');  // the command name, in parentheses, may hold spaces
-  if (close == std::string::npos) return false;
-  std::istringstream fields(stat.substr(close + 2));
-  std::string field;
-  fields >> *state;
-  for (int i = 4; i <= 21 && fields >> field; ++i) {
+// What /proc/<pid>/stat says of a process: gone only when the kernel no longer knows the pid. Any
+// other failure to read it (descriptors exhausted, /proc mounted with hidepid, a command name
+// holding a newline) leaves the process presumed alive: a timeout, not a false report of death.
+struct ProcessState {
+  bool gone = false;
+  char state = 0;           // field 3: R, S, D, T (stopped), t (traced), Z (zombie), X (dead); 0 if unread
+  uint64_t start_time = 0;  // field 22, in clock ticks since boot; 0 if unread
+};
+
+ProcessState ReadProcessState(int32_t pid) {
+  ProcessState out;
+  std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    out.gone = errno == ENOENT || errno == ESRCH;
+    return out;
   }
-  return static_cast<bool>(fields >> *start_time);
+  char buf[1024];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return out;
+  std::string stat(buf, (size_t)n);
+  size_t close_paren = stat.rfind(')');  // the command name, in parentheses, may hold anything
+  if (close_paren == std::string::npos || close_paren + 2 >= stat.size()) return out;
+  std::istringstream fields(stat.substr(close_paren + 2));
+  std::string skipped;
+  fields >> out.state;
+  for (int field = 4; field <= 21 && fields >> skipped; ++field) {
+  }
+  if (!(fields >> out.start_time)) out.start_time = 0;
+  return out;
 }
 
 std::vector<char> Bytes(const std::string& s) { return std::vector<char>(s.begin(), s.end()); }
@@ -125,9 +157,15 @@ std::string String(const std::vector<char>& v) { return std::string(v.begin(), v
 // Rank 0 creates the region (0600, a random name) and reserves its memory up front, so that a full
 // /dev/shm is found out here rather than by SIGBUS in a collective. Null and "" on failure.
 void* CreateRegion(size_t bytes, std::string* name) {
-  std::random_device entropy;
+  uint64_t random = 0;
+  try {
+    std::random_device entropy;
+    random = ((uint64_t)entropy() << 32) | entropy();
+  } catch (const std::exception&) {  // no entropy source: the clock and an address still make it unique here
+    random = (uint64_t)std::chrono::steady_clock::now().time_since_epoch().count() ^ (uint64_t)(uintptr_t)&random;
+  }
   char buf[64];
-  std::snprintf(buf, sizeof buf, "/hvd-gloo-%d-%08x%08x", (int)getpid(), entropy(), entropy());
+  std::snprintf(buf, sizeof buf, "/hvd-gloo-%d-%016llx", (int)getpid(), (unsigned long long)random);
   int fd = shm_open(buf, O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) return nullptr;
   void* base = MAP_FAILED;
@@ -157,6 +195,21 @@ void* OpenRegion(const std::string& name, size_t bytes) {
 
 }  // namespace
 
+namespace {
+
+// Rank 0's region name until it is removed: removed however Connect ends (a store call may throw
+// while peers map it), so that nothing is ever left in /dev/shm.
+struct RegionName {
+  std::string name;
+  ~RegionName() { Remove(); }
+  void Remove() {
+    if (!name.empty()) shm_unlink(name.c_str());
+    name.clear();
+  }
+};
+
+}  // namespace
+
 std::unique_ptr<ShmGroup> ShmGroup::Connect(hvd_comm* comm, StoreAdapter& store) {
   const int32_t n = comm->size, rank = comm->rank;
   const std::string me = std::to_string(rank);
@@ -169,40 +222,44 @@ std::unique_ptr<ShmGroup> ShmGroup::Connect(hvd_comm* comm, StoreAdapter& store)
   bool together = !published[0].empty() && std::count(published.begin(), published.end(), published[0]) == n;
   if (!together) return nullptr;
 
-  const size_t slot_bytes = SlotBytes();
+  const size_t slot_bytes = UsableSlotBytes(SlotBytes(), n);
   const size_t slots_offset = AlignUp(kHeaderBytes + sizeof(Control) * (size_t)n, kPage);
   const size_t bytes = slots_offset + slot_bytes * (size_t)n;
+  RegionName created;  // rank 0 only
   std::string name;
   void* base = nullptr;
   if (rank == 0) {
-    base = CreateRegion(bytes, &name);
+    base = CreateRegion(bytes, &created.name);
     if (base) *static_cast<Header*>(base) = Header{kMagic, (uint32_t)n, 0, slot_bytes};
+    name = created.name;
+  }
+  // From here the group owns the mapping (unmapped if anything below throws).
+  std::unique_ptr<ShmGroup> group;
+  auto adopt = [&] {
+    if (!base) return;
+    const Header* header = static_cast<const Header*>(base);
+    if (header->magic != kMagic || header->size != (uint32_t)n || header->slot_bytes != slot_bytes) {
+      munmap(base, bytes);
+      return;
+    }
+    group.reset(new ShmGroup(comm, base, bytes, slot_bytes));
+    Control* mine = group->control(rank);
+    mine->pid = (int32_t)getpid();
+    mine->start_time = ReadProcessState(mine->pid).start_time;
+  };
+  if (rank == 0) {
+    adopt();
     store.set("shm/name", Bytes(name));
   } else {
     name = String(store.get("shm/name"));
     if (!name.empty()) base = OpenRegion(name, bytes);
+    adopt();
   }
-  if (base) {
-    const Header* header = static_cast<const Header*>(base);
-    if (header->magic != kMagic || header->size != (uint32_t)n || header->slot_bytes != slot_bytes) {
-      munmap(base, bytes);
-      base = nullptr;
-    }
-  }
-  // Once every member has said whether it could map the region, rank 0 removes its name: the
-  // mappings keep it alive, and nothing is left in /dev/shm however the job ends.
-  std::unique_ptr<ShmGroup> group;
-  if (base) {
-    group.reset(new ShmGroup(comm, base, bytes, slot_bytes));
-    Control* mine = group->control(rank);
-    mine->pid = (int32_t)getpid();
-    char state;
-    if (!ProcessStat(mine->pid, &state, &mine->start_time)) mine->start_time = 0;
-  }
-  store.set("shm/mapped/" + me, Bytes(base ? "1" : "0"));
+  store.set("shm/mapped/" + me, Bytes(group ? "1" : "0"));
   bool everyone = true;
   for (int32_t r = 0; r < n; ++r) everyone = String(store.get("shm/mapped/" + std::to_string(r))) == "1" && everyone;
-  if (rank == 0 && !name.empty()) shm_unlink(name.c_str());
+  // Every member has mapped the region (or given up): its name goes, the mappings keep it alive.
+  created.Remove();
   if (!everyone) group.reset();
   return group;
 }
@@ -227,8 +284,6 @@ ShmGroup::Control* ShmGroup::control(int32_t member) const {
   return reinterpret_cast<Control*>(static_cast<uint8_t*>(base_) + kHeaderBytes) + member;
 }
 
-void ShmGroup::StartCall() { deadline_ = std::chrono::steady_clock::now() + comm_->timeout; }
-
 uint32_t ShmGroup::Publish() {
   Control* mine = control(rank_);
   mine->step.store(++step_, std::memory_order_seq_cst);  // release: the data written before it is visible
@@ -249,7 +304,10 @@ void ShmGroup::WaitForStep(int32_t member, uint32_t step) {
   Control* peer = control(member);
   if (StepReached(peer->step.load(std::memory_order_acquire), step)) return;
   using Clock = std::chrono::steady_clock;
-  const auto spin_end = Clock::now() + kSpin;
+  const auto start = Clock::now();
+  // Capped at a year: HOROVOD_GLOO_TIMEOUT_SECONDS=1e12 must not overflow the clock.
+  const auto deadline = start + std::min<std::chrono::milliseconds>(comm_->timeout, std::chrono::hours(24 * 365));
+  const auto spin_end = start + kSpin;
   for (unsigned i = 1;; ++i) {
     if (StepReached(peer->step.load(std::memory_order_acquire), step)) return;
     CpuRelax();
@@ -263,8 +321,8 @@ void ShmGroup::WaitForStep(int32_t member, uint32_t step) {
     peer->sleepers.fetch_add(1, std::memory_order_seq_cst);
     uint32_t seen = peer->step.load(std::memory_order_seq_cst);
     auto now = Clock::now();
-    if (!StepReached(seen, step) && now < deadline_ && !peer->left.load(std::memory_order_acquire)) {
-      auto slice = std::min<Clock::duration>(kSleepSlice, deadline_ - now);
+    if (!StepReached(seen, step) && now < deadline && !peer->left.load(std::memory_order_acquire)) {
+      auto slice = std::min<Clock::duration>(kSleepSlice, deadline - now);
       auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(slice).count();
       timespec timeout{(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
       Futex(&peer->step, FUTEX_WAIT, seen, &timeout);
@@ -278,16 +336,13 @@ void ShmGroup::WaitForStep(int32_t member, uint32_t step) {
       std::string gone = PeerGone(member);
       if (!gone.empty()) FailWaiting(member, HVD_ERR_PEER_LOST, "lost the peer: " + gone);
     }
-    if (now >= deadline_) {
+    if (now >= deadline) {
       char seconds[32];
       std::snprintf(seconds, sizeof seconds, "%g s", (double)comm_->timeout.count() / 1000.0);
       std::string why = std::string("timed out after ") + seconds +
                         " (HOROVOD_GLOO_TIMEOUT_SECONDS): a peer did not take part in time";
-      char state = 0;
-      uint64_t start_time = 0;
-      if (ProcessStat(peer->pid, &state, &start_time) && (state == 'T' || state == 't')) {
-        why += "; its process (pid " + std::to_string(peer->pid) + ") is stopped";
-      }
+      char state = ReadProcessState(peer->pid).state;
+      if (state == 'T' || state == 't') why += "; its process (pid " + std::to_string(peer->pid) + ") is stopped";
       FailWaiting(member, HVD_ERR_TIMEOUT, why + " (shared-memory transport)");
     }
   }
@@ -298,11 +353,10 @@ std::string ShmGroup::PeerGone(int32_t member) const {
   if (peer->left.load(std::memory_order_acquire)) {
     return "it closed its communicator (Horovod was shut down there, or its process is ending)";
   }
-  char state = 0;
-  uint64_t start_time = 0;
-  bool alive = ProcessStat(peer->pid, &state, &start_time) && state != 'Z' && state != 'X' &&
-               (peer->start_time == 0 || start_time == peer->start_time);
-  return alive ? "" : "its process (pid " + std::to_string(peer->pid) + ") has exited";
+  ProcessState now = ReadProcessState(peer->pid);
+  bool gone = now.gone || now.state == 'Z' || now.state == 'X' ||
+              (peer->start_time && now.start_time && now.start_time != peer->start_time);  // pid reused
+  return gone ? "its process (pid " + std::to_string(peer->pid) + ") has exited" : "";
 }
 
 void ShmGroup::FailWaiting(int32_t member, int status, const std::string& why) {

@@ -13,7 +13,8 @@
 // raising its counter, and waits for a step of its peers by watching theirs (spinning briefly,
 // then sleeping on a futex). A wait never lasts longer than the communicator's timeout, and it
 // notices a peer whose process has exited, or that has closed its communicator, within
-// milliseconds.
+// milliseconds. (The timeout bounds each wait, as Gloo's does: a long collective that keeps making
+// progress does not time out.)
 #pragma once
 
 #include <atomic>
@@ -66,9 +67,6 @@ class ShmGroup {
   void AwaitSlotFree();
   void MarkSlotRead(uint32_t step) { slot_read_step_ = step; }
 
-  // Starts the deadline of one collective (the communicator's timeout).
-  void StartCall();
-
  private:
   struct Control;
   ShmGroup(hvd_comm* comm, void* base, size_t bytes, size_t slot_bytes);
@@ -85,7 +83,6 @@ class ShmGroup {
   uint8_t* slots_;
   uint32_t step_ = 0;            // the last step this member published
   uint32_t slot_read_step_ = 0;  // the step at which the peers will have read this member's slot
-  std::chrono::steady_clock::time_point deadline_;
 };
 
 // The collectives on the shared-memory transport (shm_collectives.cc): same contracts as the ABI

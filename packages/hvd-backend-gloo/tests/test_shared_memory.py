@@ -100,16 +100,67 @@ def test_collectives_in_many_pieces(monkeypatch: pytest.MonkeyPatch, slot_bytes:
     _abi.run_members(size, member, timeout_ms=60000)
 
 
+def test_every_member_gets_the_same_bits_when_parts_are_reduced_by_different_members() -> None:
+    # Above 64 KiB a piece is split into parts, each reduced by one member (its own contribution
+    # first) and copied by the others: inexact float sums must still agree bit for bit.
+    rng = np.random.default_rng(11)
+    inputs = [rng.standard_normal(100_003).astype(np.float32) for _ in range(3)]
+
+    def member(comm: _abi.Comm) -> bytes:
+        assert comm.transport == "shared memory"
+        out = np.empty_like(inputs[comm.rank])
+        assert comm.allreduce(inputs[comm.rank], out, "float32", _abi.SUM) == _abi.OK, comm.last_error
+        np.testing.assert_allclose(out, sum(x.astype(np.float64) for x in inputs), rtol=1e-5, atol=1e-5)
+        return out.tobytes()
+
+    results = _abi.run_members(3, member)
+    assert results[0] == results[1] == results[2], "members got different bits"
+
+
+def test_slot_settings_that_are_too_small_or_not_a_number_still_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A slot must hold alltoallv's table of counts; "4M" is not a number of bytes (the default applies).
+    for setting in ("8", "4M"):
+        monkeypatch.setenv("HOROVOD_GLOO_SHARED_MEMORY_SLOT_BYTES", setting)
+
+        def member(comm: _abi.Comm) -> list[int]:
+            assert comm.transport == "shared memory"
+            sent = np.arange(comm.size, dtype=np.int32) + 10 * comm.rank
+            received = np.empty(comm.size, np.int32)
+            ones = [1] * comm.size
+            assert comm.alltoallv(sent, ones, received, ones, "int32") == _abi.OK, comm.last_error
+            return received.tolist()
+
+        assert _abi.run_members(3, member) == [[10 * p + r for p in range(3)] for r in range(3)]
+
+
+def ours() -> set[str]:
+    """This process's regions in /dev/shm (member 0 names them after its pid)."""
+    return {name for name in os.listdir("/dev/shm") if name.startswith(f"hvd-gloo-{os.getpid()}-")}
+
+
 def test_no_region_is_left_in_dev_shm() -> None:
     # Rank 0 removes the region's name once every member has mapped it: a job leaves nothing
     # behind, however it ends.
-    def ours() -> set[str]:
-        return {name for name in os.listdir("/dev/shm") if name.startswith(f"hvd-gloo-{os.getpid()}-")}
-
     def member(comm: _abi.Comm) -> set[str]:
         assert comm.transport == "shared memory"
         assert comm.barrier() == _abi.OK, comm.last_error
         return ours()
 
     assert _abi.run_members(3, member) == [set()] * 3
+    assert ours() == set()
+
+
+class _StoreThatNeverHearsFromMember1(_abi.Store):
+    """Whether member 1 mapped the region never arrives: set-up fails after the region exists."""
+
+    def _get(self, ctx, key, value, length, timeout_ms):  # noqa: ANN001 - ctypes callback signature
+        if key.endswith(b"/gloo/shm/mapped/1"):
+            return _abi.TIMEOUT
+        return super()._get(ctx, key, value, length, timeout_ms)
+
+
+def test_a_set_up_that_fails_half_way_leaves_no_region(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_abi, "Store", _StoreThatNeverHearsFromMember1)
+    with pytest.raises(AssertionError, match="comm_create failed"):
+        _abi.run_members(2, lambda comm: None, timeout_ms=2000)
     assert ours() == set()

@@ -354,6 +354,10 @@ def test_host_spans_cross_as_address_and_byte_count_and_are_checked() -> None:
         # Only a tuple is a span: a 2-element array is an array (here of 16 bytes, so refused).
         with pytest.raises(ValueError, match="holds 16 bytes"):
             enqueue("pair", np.array([data.ctypes.data, data.nbytes], np.int64))
+        # An address says nothing of the device: a span is host memory, for CPU operations only.
+        with pytest.raises(ValueError, match="'gpu': the input buffer is given as a host address, but the operation"):
+            engine.enqueue(_core.OP_ALLREDUCE, "gpu", (data.ctypes.data, data.nbytes), _core.DTYPE_FLOAT32, [3], None,
+                           inplace=True, device_kind=_core.DEVICE_CUDA)
         return data.tolist()
 
     assert run_cluster(case, 2) == [[3.0] * 3] * 2
