@@ -424,6 +424,8 @@ def test_cuda_device_kind_gets_the_engines_error(monkeypatch: pytest.MonkeyPatch
     assert adapter.device_kind(torch.device("cpu")) == _core.DEVICE_CPU
     describe = adapter.TorchAdapter.describe
     monkeypatch.setattr(adapter.TorchAdapter, "describe", lambda self, t: (*describe(self, t)[:2], _core.DEVICE_CUDA))
+    # As a CUDA tensor does, it crosses through DLPack: a host address is refused for a CUDA operation.
+    monkeypatch.setattr(adapter.TorchAdapter, "buffer", lambda self, t: t)
     cluster(case_device_kind_reaches_the_engine, 2)
 
 
