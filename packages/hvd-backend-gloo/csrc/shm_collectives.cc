@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "elements.h"
 #include "shm_group.h"
@@ -36,6 +37,13 @@ void FoldSlots(const ShmGroup& g, size_t offset, void* out, size_t count, hvd_dt
 }
 
 size_t PieceOf(size_t total, size_t done, size_t limit) { return done < total ? std::min(limit, total - done) : 0; }
+
+// Where each member's block starts, in bytes, in a buffer of the members' blocks in rank order.
+std::vector<size_t> BlockOffsets(const size_t* counts, int32_t n, size_t element_size) {
+  std::vector<size_t> offset(n, 0);
+  for (int32_t m = 1; m < n; ++m) offset[m] = offset[m - 1] + counts[m - 1] * element_size;
+  return offset;
+}
 
 }  // namespace
 
@@ -81,12 +89,8 @@ void ShmAllreduce(ShmGroup& g, const void* sendbuf, void* recvbuf, size_t count,
 
 void ShmAllgatherv(ShmGroup& g, const void* sendbuf, void* recvbuf, const size_t* recvcounts, size_t element_size) {
   const int32_t n = g.size(), rank = g.rank();
-  std::vector<size_t> offset(n, 0);
-  size_t largest = 0;
-  for (int32_t m = 0; m < n; ++m) {
-    if (m) offset[m] = offset[m - 1] + recvcounts[m - 1] * element_size;
-    largest = std::max(largest, recvcounts[m] * element_size);
-  }
+  const std::vector<size_t> offset = BlockOffsets(recvcounts, n, element_size);
+  const size_t largest = *std::max_element(recvcounts, recvcounts + n) * element_size;
   uint8_t* out = static_cast<uint8_t*>(recvbuf);
   const uint8_t* mine = static_cast<const uint8_t*>(sendbuf);
   for (size_t done = 0; done < largest; done += g.slot_bytes()) {
@@ -173,16 +177,11 @@ void ShmAlltoallv(ShmGroup& g, const void* sendbuf, const size_t* sendcounts, vo
     }
   }
   g.MarkSlotRead(g.Publish());
-  std::vector<size_t> recv_offset(n, 0);
-  for (int32_t p = 1; p < n; ++p) recv_offset[p] = recv_offset[p - 1] + recvcounts[p - 1] * element_size;
+  const std::vector<size_t> recv_offset = BlockOffsets(recvcounts, n, element_size);
   const uint8_t* in = static_cast<const uint8_t*>(sendbuf);
   uint8_t* out = static_cast<uint8_t*>(recvbuf);
-  size_t kept_start = 0, total = 0;  // in bytes, in this member's send buffer
-  for (int32_t q = 0; q < n; ++q) {
-    if (q == rank) kept_start = total;
-    total += counts[q] * element_size;
-  }
-  const size_t kept = counts[rank] * element_size, stream = total - kept;
+  const size_t kept_start = BlockOffsets(sendcounts, n, element_size)[rank];  // in this member's send buffer
+  const size_t kept = counts[rank] * element_size, stream = Sum(sendcounts, n) * element_size - kept;
   if (kept) std::memcpy(out + recv_offset[rank], in + kept_start, kept);
   // Then each stream moves through its member's slot, one window at a time, and every receiver
   // copies the part of its block that lies in each sender's window.

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -83,9 +84,13 @@ std::string Link(const char* path) {
   return n > 0 ? std::string(buf, (size_t)n) : std::string();
 }
 
+// Off as hvd-core reads its boolean settings: 0, false, no or off, in any case.
 bool Disabled() {
   const char* env = std::getenv("HOROVOD_GLOO_SHARED_MEMORY");
-  return env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "false") == 0 || std::strcmp(env, "False") == 0);
+  if (!env) return false;
+  for (const char* off : {"0", "false", "no", "off"})
+    if (strcasecmp(env, off) == 0) return true;
+  return false;
 }
 
 // The slot size asked for (a plain number of bytes), or the default when the setting is absent or

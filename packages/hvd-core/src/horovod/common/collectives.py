@@ -121,12 +121,9 @@ class Collectives:
             out = None
             if finish is None:
                 finish = self._from_engine
-        set_id = process_set.process_set_id
-        if set_id is None:
-            set_id = process_set_id(process_set)  # raises: the set is not registered
         core = ctx.engine.enqueue(
             op_type, name, a.buffer(prepared), dtype, shape, out_buffer, op, root, prescale, postscale,
-            set_id, splits, group[0], group[1], device, inplace,
+            process_set_id(process_set), splits, group[0], group[1], device, inplace,
         )
         return ctx.submit(core, finish, kept, out)
 
