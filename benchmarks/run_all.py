@@ -141,11 +141,14 @@ def training_table(single: dict, multi: dict) -> list[str]:
     rows = [
         f"### Synthetic training (batch 32 per rank, 1 intra-op thread per rank), images/s",
         "",
+        f"`local`: the same step with no communication, {n} processes side by side: the most any",
+        "data-parallel framework can reach on this machine.",
+        "",
         f"| model | framework | 1 rank | {n} ranks total | scaling efficiency | vs DDP ({n} ranks) |",
         "|---|---|---|---|---|---|",
     ]
     for model in ("cnn", "mlp"):
-        for fw in ("hvd", "ddp"):
+        for fw in ("hvd", "ddp", "local"):
             one = single["results"][f"{model}.{fw}"]["total"]
             many = multi["results"][f"{model}.{fw}"]["total"]
             ddp = multi["results"][f"{model}.ddp"]["total"]

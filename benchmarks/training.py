@@ -2,7 +2,9 @@
 
 Run under the launcher with 1 and with N ranks; rank 0 writes images/s (per rank and total) for
 each model to --out. Batch 32, one intra-op thread per rank. hvd and DDP are measured in
-alternating blocks in the same processes.
+alternating blocks in the same processes, beside the same step with no communication at all
+("local"): N processes computing side by side on this machine, the most any data-parallel
+framework can reach here (shared cores, caches and memory bandwidth included).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ MODELS = {"cnn": SmallCNN, "mlp": mlp}
 
 
 def make_step(model_name: str, framework: str, args):
-    """One training step of `model_name` under hvd's DistributedOptimizer or torch DDP."""
+    """One training step of `model_name` under hvd's DistributedOptimizer, torch DDP, or alone."""
     torch.manual_seed(0)
     model = MODELS[model_name]()
     data = torch.randn(args.batch_size, 3, 32, 32)
@@ -54,9 +56,12 @@ def make_step(model_name: str, framework: str, args):
         )
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
         net = model
-    else:
+    elif framework == "ddp":
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
         net = nn.parallel.DistributedDataParallel(model)
+    else:  # "local": each rank trains on its own, nothing is reduced
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        net = model
 
     def step() -> None:
         optimizer.zero_grad()
@@ -98,7 +103,7 @@ def main() -> None:
     )
     results = {}
     for model_name in MODELS:
-        steps = {framework: make_step(model_name, framework, args) for framework in ("hvd", "ddp")}
+        steps = {framework: make_step(model_name, framework, args) for framework in ("hvd", "ddp", "local")}
         measured = images_per_second(steps, args.batch_size, args.warmup, args.iters, args.batches_per_iter)
         for framework, rate in measured.items():
             rates = hvd.allgather(torch.tensor([rate]), name=f"rates.{model_name}.{framework}")

@@ -1,5 +1,5 @@
-// The backend's function table and its exported symbols: hvd_backend_v1_get, and
-// hvd_gloo_transport for diagnostics.
+// The backend's function tables and its exported symbols: hvd_backend_v1_get, the optional
+// extensions' hvd_backend_ext_v1_get, and hvd_gloo_transport for diagnostics.
 #include "comm.h"
 
 #ifndef HVD_BACKEND_GLOO_VERSION
@@ -31,9 +31,17 @@ const hvd_backend_v1 kTable = {
     hvd_gloo::Recv,
 };
 
+const hvd_backend_ext_v1 kExtensions = {
+    sizeof(hvd_backend_ext_v1),
+    0,  // reserved
+    hvd_gloo::AllreduceBuffers,
+};
+
 }  // namespace
 
 extern "C" HVD_BACKEND_EXPORT const hvd_backend_v1* hvd_backend_v1_get(void) { return &kTable; }
+
+extern "C" HVD_BACKEND_EXPORT const hvd_backend_ext_v1* hvd_backend_ext_v1_get(void) { return &kExtensions; }
 
 // Which transport carries `comm`'s allreduce, allgather, broadcast and barrier: "shared memory"
 // (every member on this host), "tcp", or "local" (a communicator of one member).

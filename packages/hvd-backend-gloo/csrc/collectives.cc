@@ -14,6 +14,7 @@
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 
+#include "buffer_list.h"
 #include "comm.h"
 #include "elements.h"
 #include "errors.h"
@@ -69,7 +70,8 @@ int Allreduce(hvd_comm* comm, const void* sendbuf, void* recvbuf, size_t count, 
     return HVD_OK;
   }
   if (comm->shm) {
-    return Guarded(comm, "allreduce", [&] { ShmAllreduce(*comm->shm, sendbuf, recvbuf, count, dtype, op); });
+    const hvd_buffer_pair whole{sendbuf, recvbuf, count};
+    return Guarded(comm, "allreduce", [&] { ShmAllreduce(*comm->shm, BufferList(&whole, 1, element_size), dtype, op, 1.0); });
   }
   if (count * element_size * (size_t)(comm->size - 1) <= SmallAllreduceBytes()) {
     return Guarded(comm, "allreduce", [&] { AllreduceByExchange(comm, sendbuf, recvbuf, count, dtype, op); });

@@ -36,8 +36,11 @@ struct hvd_comm {
   std::string broken_reason;
   // Communicator ranks this member was waiting on in the current call (named on a failure).
   std::vector<int32_t> waiting_on;
-  // Receive space of reducescatter, kept between calls (grow-only).
+  // Receive space of reducescatter and of small allreduces, kept between calls (grow-only).
   std::vector<uint8_t> scratch;
+  // Where a multi-buffer allreduce over TCP packs its buffers (the allreduce it then runs may use
+  // `scratch`), kept between calls (grow-only).
+  std::vector<uint8_t> packed;
 };
 
 namespace hvd_gloo {
@@ -53,6 +56,9 @@ int CommCreate(const hvd_comm_config_v1* config, const hvd_store_v1* store, hvd_
 void CommDestroy(hvd_comm* comm);
 const char* LastError(const hvd_comm* comm);
 int Allreduce(hvd_comm* comm, const void* sendbuf, void* recvbuf, size_t count, hvd_dtype dtype, hvd_reduce_op op);
+// The extension table's (hvd_backend_ext_v1), from allreduce_buffers.cc.
+int AllreduceBuffers(hvd_comm* comm, const hvd_buffer_pair* buffers, size_t n, hvd_dtype dtype, hvd_reduce_op op,
+                     double postscale);
 int Allgatherv(hvd_comm* comm, const void* sendbuf, void* recvbuf, const size_t* recvcounts, hvd_dtype dtype);
 int Broadcast(hvd_comm* comm, void* buf, size_t count, hvd_dtype dtype, int32_t root);
 int Alltoallv(hvd_comm* comm, const void* sendbuf, const size_t* sendcounts, void* recvbuf, const size_t* recvcounts,

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "buffer_list.h"
 #include "elements.h"
 #include "shm_group.h"
 
@@ -29,11 +30,19 @@ std::pair<size_t, size_t> Part(size_t count, int32_t n, int32_t member) {
   return {first, first + base + ((size_t)member < extra ? 1 : 0)};
 }
 
+// The own part of a piece is reduced, scaled and published in blocks of this many bytes, so that
+// each block is still in cache when it is scaled and copied to the slot.
+constexpr size_t kBlockBytes = 64 * 1024;
+
 // out = slot(0) op slot(1) op ... op slot(n-1), over `count` elements at `offset` bytes into each
 // slot. Every member folds in rank order, so all results are bitwise equal.
 void FoldSlots(const ShmGroup& g, size_t offset, void* out, size_t count, hvd_dtype dtype, hvd_reduce_op op) {
   std::memcpy(out, g.slot(0) + offset, count * hvd::dtype_size(dtype));
   for (int32_t m = 1; m < g.size(); ++m) hvd::reduce_into(dtype, op, out, g.slot(m) + offset, count);
+}
+
+void Scale(hvd_dtype dtype, void* buf, size_t count, double factor) {
+  if (factor != 1.0) hvd::scale(dtype, buf, count, factor);
 }
 
 size_t PieceOf(size_t total, size_t done, size_t limit) { return done < total ? std::min(limit, total - done) : 0; }
@@ -47,39 +56,49 @@ std::vector<size_t> BlockOffsets(const size_t* counts, int32_t n, size_t element
 
 }  // namespace
 
-void ShmAllreduce(ShmGroup& g, const void* sendbuf, void* recvbuf, size_t count, hvd_dtype dtype, hvd_reduce_op op) {
-  const size_t element = hvd::dtype_size(dtype);
+void ShmAllreduce(ShmGroup& g, const BufferList& buffers, hvd_dtype dtype, hvd_reduce_op op, double postscale) {
+  const size_t element = buffers.element_size(), count = buffers.count();
   const int32_t n = g.size(), rank = g.rank();
   const size_t per_piece = g.slot_bytes() / element;
   for (size_t done = 0; done < count;) {
     const size_t c = std::min(per_piece, count - done);
-    const uint8_t* in = static_cast<const uint8_t*>(sendbuf) + done * element;
-    uint8_t* out = static_cast<uint8_t*>(recvbuf) + done * element;
     g.AwaitSlotFree();
     if (c * element <= kFoldWholeBytes || c < (size_t)n) {
-      std::memcpy(g.slot(rank), in, c * element);  // before `out` is written: they may be one buffer
+      // Every member folds all slots in rank order, so all results are bitwise equal.
+      buffers.Gather(done, done + c, g.slot(rank));  // before any result is written: in place is allowed
       g.AwaitAll(g.Publish());
-      FoldSlots(g, 0, out, c, dtype, op);
+      buffers.ForEachRun(done, done + c, [&](const uint8_t*, uint8_t* recv, size_t at, size_t run) {
+        FoldSlots(g, (at - done) * element, recv, run, dtype, op);
+        Scale(dtype, recv, run, postscale);
+      });
     } else {
       auto [first, last] = Part(c, n, rank);
-      const size_t mine = (last - first) * element;
       // Peers read only their own parts of this member's slot: the rest of the piece goes there.
-      std::memcpy(g.slot(rank), in, first * element);
-      std::memcpy(g.slot(rank) + last * element, in + last * element, (c - last) * element);
+      buffers.Gather(done, done + first, g.slot(rank));
+      buffers.Gather(done + last, done + c, g.slot(rank) + last * element);
       g.AwaitAll(g.Publish());
       // This member alone reduces its part, and every member copies the result: any fixed order
       // gives all of them the same bits. Its own contribution comes first, so that the fold starts
-      // in place, and its result then replaces its part of the slot, which no peer reads.
-      if (out != in) std::memcpy(out + first * element, in + first * element, mine);
-      for (int32_t m = 0; m < n; ++m) {
-        if (m != rank) hvd::reduce_into(dtype, op, out + first * element, g.slot(m) + first * element, last - first);
-      }
-      std::memcpy(g.slot(rank) + first * element, out + first * element, mine);
+      // in place; the result then replaces its part of the slot, which no peer reads.
+      const size_t block = std::max<size_t>(1, kBlockBytes / element);
+      buffers.ForEachRun(done + first, done + last, [&](const uint8_t* send, uint8_t* recv, size_t at, size_t run) {
+        for (size_t b = 0; b < run; b += block) {
+          const size_t k = std::min(block, run - b);
+          uint8_t* out = recv + b * element;
+          uint8_t* published = g.slot(rank) + (at + b - done) * element;
+          if (out != send + b * element) std::memcpy(out, send + b * element, k * element);
+          for (int32_t m = 0; m < n; ++m) {
+            if (m != rank) hvd::reduce_into(dtype, op, out, g.slot(m) + (at + b - done) * element, k);
+          }
+          Scale(dtype, out, k, postscale);
+          std::memcpy(published, out, k * element);
+        }
+      });
       g.AwaitAll(g.Publish());
       for (int32_t m = 0; m < n; ++m) {
         if (m == rank) continue;
         auto [from, to] = Part(c, n, m);
-        std::memcpy(out + from * element, g.slot(m) + from * element, (to - from) * element);
+        buffers.Scatter(g.slot(m) + from * element, done + from, done + to);
       }
     }
     g.MarkSlotRead(g.Publish());

@@ -31,6 +31,7 @@ struct hvd_comm;
 
 namespace hvd_gloo {
 
+class BufferList;
 class StoreAdapter;
 
 // A failure of the shared-memory transport; Guarded() turns it into a status and a message.
@@ -87,7 +88,8 @@ class ShmGroup {
 
 // The collectives on the shared-memory transport (shm_collectives.cc): same contracts as the ABI
 // functions, called by them once arguments are checked. Throw ShmFailure.
-void ShmAllreduce(ShmGroup& g, const void* sendbuf, void* recvbuf, size_t count, hvd_dtype dtype, hvd_reduce_op op);
+// Each result is multiplied by `postscale` (hvd::scale) before it is written.
+void ShmAllreduce(ShmGroup& g, const BufferList& buffers, hvd_dtype dtype, hvd_reduce_op op, double postscale);
 void ShmAllgatherv(ShmGroup& g, const void* sendbuf, void* recvbuf, const size_t* recvcounts, size_t element_size);
 void ShmBroadcast(ShmGroup& g, void* buf, size_t bytes, int32_t root);
 void ShmAlltoallv(ShmGroup& g, const void* sendbuf, const size_t* sendcounts, void* recvbuf, const size_t* recvcounts,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from ctypes import POINTER, CFUNCTYPE, Structure, c_char_p, c_int, c_int32, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
+from ctypes import POINTER, CFUNCTYPE, Structure, c_char_p, c_double, c_int, c_int32, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -71,6 +71,18 @@ class _Table(Structure):
     ]
 
 
+class _BufferPair(Structure):
+    _fields_ = [("sendbuf", c_void_p), ("recvbuf", c_void_p), ("count", c_size_t)]
+
+
+class _Extensions(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("reserved", c_uint32),
+        ("allreduce_buffers", CFUNCTYPE(c_int, c_void_p, POINTER(_BufferPair), c_size_t, c_int, c_int, c_double)),
+    ]
+
+
 def load() -> _Table:
     """The library's function table, loaded RTLD_LOCAL as the engine loads it."""
     lib = ctypes.CDLL(library_path(), mode=os.RTLD_LOCAL | os.RTLD_NOW)
@@ -78,6 +90,9 @@ def load() -> _Table:
     get.restype = POINTER(_Table)
     table = get().contents
     table._lib = lib  # keep the library referenced as long as the table
+    get_extensions = lib.hvd_backend_ext_v1_get
+    get_extensions.restype = POINTER(_Extensions)
+    table._extensions = get_extensions().contents
     lib.hvd_gloo_transport.restype = c_char_p
     lib.hvd_gloo_transport.argtypes = [c_void_p]
     return table
@@ -127,6 +142,12 @@ class Comm:
 
     def allreduce(self, send: np.ndarray, recv: np.ndarray, dtype: str, op: int) -> int:
         return self.table.allreduce(self.handle, send.ctypes.data, recv.ctypes.data, recv.size, DTYPES[dtype], op)
+
+    def allreduce_buffers(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]], dtype: str, op: int,
+                          postscale: float = 1.0) -> int:
+        """The extension's multi-buffer allreduce over (send, recv) arrays."""
+        array = (_BufferPair * len(pairs))(*[_BufferPair(s.ctypes.data, r.ctypes.data, r.size) for s, r in pairs])
+        return self.table._extensions.allreduce_buffers(self.handle, array, len(pairs), DTYPES[dtype], op, postscale)
 
     def allgatherv(self, send: np.ndarray, recv: np.ndarray, counts: Sequence[int], dtype: str) -> int:
         return self.table.allgatherv(self.handle, send.ctypes.data, recv.ctypes.data, _sizes(counts), DTYPES[dtype])

@@ -166,3 +166,56 @@ def test_interface_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOROVOD_GLOO_IFACE", "no-such-iface0")
     with pytest.raises(AssertionError, match="HOROVOD_GLOO_IFACE=no-such-iface0 names no usable network interface"):
         _abi.run_members(2, member, timeout_ms=5000)
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_multi_buffer_allreduce_is_one_allreduce_of_the_buffers_in_order(size: int) -> None:
+    # hvd_backend_ext_v1::allreduce_buffers: the engine's fused tensors, read and written where
+    # they are. Buffers of every kind: empty, tiny, one crossing the 4 MiB slot's pieces, in place
+    # and not; integer-valued floats so that sums are exact and the scale's rounding is float32's.
+    # Also, first on a new communicator, a batch small enough for TCP's one-round exchange (whose
+    # receive space must not be where the buffers are packed) and for one whole fold.
+    large = [0, 1, 1000, 3, 1_300_007, 0, 17, 262_144]
+    small = [3] * 20
+    scale = 1 / 3
+
+    def member(comm: _abi.Comm) -> list[bytes]:
+        results = []
+        for round_, counts in enumerate([small, large, small, large]):
+            sends = [((np.arange(c) % 13) + comm.rank + round_).astype(np.float32) for c in counts]
+            before = [s.copy() for s in sends]
+            recvs = [s if i % 2 else np.full_like(s, -1) for i, s in enumerate(sends)]
+            assert comm.allreduce_buffers(list(zip(sends, recvs)), "float32", _abi.SUM, scale) == _abi.OK, comm.last_error
+            for i, (c, recv) in enumerate(zip(counts, recvs)):
+                total = sum(((np.arange(c) % 13) + r + round_).astype(np.float32) for r in range(comm.size))
+                np.testing.assert_array_equal(recv, total * np.float32(scale), err_msg=f"buffer {i}")
+                if i % 2 == 0:
+                    np.testing.assert_array_equal(sends[i], before[i], err_msg=f"input of buffer {i} changed")
+            results.append(b"".join(r.tobytes() for r in recvs))
+        return results
+
+    per_member = _abi.run_members(size, member, timeout_ms=60000)
+    assert all(r == per_member[0] for r in per_member[1:]), "members got different bits"
+
+
+def test_multi_buffer_allreduce_scales_integers_as_the_engine_does() -> None:
+    # hvd::scale: computed in double, truncated toward zero (an Average of integers). One buffer
+    # is small enough to be folded by every member, the other is reduced part by part.
+    def member(comm: _abi.Comm) -> None:
+        small = np.array([7, -7, 100], np.int32) * (comm.rank + 1)
+        large = np.arange(70_000, dtype=np.int32) * (comm.rank + 1)
+        assert comm.allreduce_buffers([(small, small), (large, large)], "int32", _abi.SUM, 1 / 3) == _abi.OK, comm.last_error
+        np.testing.assert_array_equal(small, np.trunc(np.array([21, -21, 300]) * (1 / 3)).astype(np.int32))
+        np.testing.assert_array_equal(large, np.trunc(np.arange(70_000) * 3 * (1 / 3)).astype(np.int32))
+
+    _abi.run_members(2, member)
+
+
+def test_multi_buffer_allreduce_refuses_to_scale_bool_and_accepts_no_buffers() -> None:
+    def member(comm: _abi.Comm) -> None:
+        flags = np.array([True, False])
+        assert comm.allreduce_buffers([(flags, flags)], "bool", _abi.MAX, 0.5) == _abi.INVALID_ARGUMENT
+        assert "bool cannot be scaled" in comm.last_error and "rank" in comm.last_error, comm.last_error
+        assert comm.allreduce_buffers([], "float32", _abi.SUM, 0.5) == _abi.OK, comm.last_error
+
+    _abi.run_members(2, member)

@@ -28,6 +28,14 @@ def test_entry_point_registers_the_default_cpu_backend() -> None:
     assert plugins.default_backend("cpu").name == "gloo"
 
 
+def test_the_engine_finds_the_multi_buffer_allreduce() -> None:
+    # hvd_backend_ext_v1: the engine reduces fused tensors and averages through it, in place of its
+    # fusion buffer and scaling pass.
+    from horovod.common import _core
+
+    assert _core.Backend.load(library_path()).extensions == ["allreduce_buffers"]
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads /proc/self/maps")
 def test_hooks_module_loads_no_native_code() -> None:
     code = textwrap.dedent(
@@ -47,7 +55,7 @@ def test_hooks_module_loads_no_native_code() -> None:
 def test_library_exports_only_its_entry_points() -> None:
     out = subprocess.run(["nm", "-D", "--defined-only", library_path()], capture_output=True, text=True, check=True)
     symbols = [line.split()[-1] for line in out.stdout.splitlines() if line.strip()]
-    assert sorted(symbols) == ["hvd_backend_v1_get", "hvd_gloo_transport"], symbols
+    assert sorted(symbols) == ["hvd_backend_ext_v1_get", "hvd_backend_v1_get", "hvd_gloo_transport"], symbols
 
 
 def test_loading_keeps_symbols_local() -> None:

@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <cstddef>
+
 namespace hvdcore {
 
 Status Backend::Load(const std::string& path, std::shared_ptr<Backend>* out) {
@@ -47,6 +49,13 @@ Status Backend::Load(const std::string& path, std::shared_ptr<Backend>* out) {
   }
   auto backend = std::shared_ptr<Backend>(new Backend());
   backend->api_ = api;
+  // Optional, and absent from backends built before it: a table too short to hold a member
+  // means the member is not there.
+  if (auto get_ext = reinterpret_cast<hvd_backend_ext_v1_get_fn>(dlsym(lib, HVD_BACKEND_EXT_V1_ENTRY))) {
+    const hvd_backend_ext_v1* ext = get_ext();
+    if (ext && ext->struct_size >= offsetof(hvd_backend_ext_v1, allreduce_buffers) + sizeof ext->allreduce_buffers)
+      backend->allreduce_buffers_ = ext->allreduce_buffers;
+  }
   backend->path_ = path;
   *out = std::move(backend);
   return Status::Ok();
@@ -79,6 +88,10 @@ Status Comm::Check(int rc, const char* what) const {
 
 Status Comm::Allreduce(const void* send, void* recv, size_t count, hvd_dtype dtype, hvd_reduce_op op) {
   return Check(backend_->api()->allreduce(handle_, send, recv, count, dtype, op), "allreduce");
+}
+Status Comm::AllreduceBuffers(const std::vector<hvd_buffer_pair>& buffers, hvd_dtype dtype, hvd_reduce_op op,
+                              double postscale) {
+  return Check(backend_->allreduce_buffers_(handle_, buffers.data(), buffers.size(), dtype, op, postscale), "allreduce");
 }
 Status Comm::Allgatherv(const void* send, void* recv, const std::vector<size_t>& counts, hvd_dtype dtype) {
   return Check(backend_->api()->allgatherv(handle_, send, recv, counts.data(), dtype), "allgather");

@@ -17,11 +17,15 @@ class Backend {
   static Status Load(const std::string& path, std::shared_ptr<Backend>* out);
 
   const hvd_backend_v1* api() const { return api_; }
+  // Whether the backend reduces several buffers, scaled, in one call (hvd_backend_ext_v1).
+  bool has_allreduce_buffers() const { return allreduce_buffers_ != nullptr; }
   const std::string& path() const { return path_; }
   std::string name() const { return api_->name ? api_->name : "?"; }
 
  private:
+  friend class Comm;
   const hvd_backend_v1* api_ = nullptr;
+  decltype(hvd_backend_ext_v1::allreduce_buffers) allreduce_buffers_ = nullptr;
   std::string path_;
 };
 
@@ -42,6 +46,9 @@ class Comm {
   const Backend& backend() const { return *backend_; }
 
   Status Allreduce(const void* send, void* recv, size_t count, hvd_dtype dtype, hvd_reduce_op op);
+  // Only where backend().has_allreduce_buffers().
+  Status AllreduceBuffers(const std::vector<hvd_buffer_pair>& buffers, hvd_dtype dtype, hvd_reduce_op op,
+                          double postscale);
   Status Allgatherv(const void* send, void* recv, const std::vector<size_t>& counts, hvd_dtype dtype);
   Status Broadcast(void* buf, size_t count, hvd_dtype dtype, int32_t root);
   Status Alltoallv(const void* send, const std::vector<size_t>& send_counts, void* recv,

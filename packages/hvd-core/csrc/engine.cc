@@ -19,9 +19,18 @@ Engine::Engine(EngineConfig config, std::shared_ptr<Backend> backend, std::share
                 [this](ProcessSet& ps, std::unique_ptr<TensorEntry> e, Status s) {
                   Complete(ps, std::move(e), std::move(s));
                 }),
-      pacer_(std::chrono::microseconds(std::max<int64_t>(1, (int64_t)(config_.cycle_time_ms * 1000)))) {}
+      cycle_(std::max<int64_t>(1, (int64_t)(config_.cycle_time_ms * 1000))),
+      pacer_(cycle_) {
+  bell_->Attach([this] {
+    std::lock_guard<std::mutex> lk(mu_);
+    cv_.notify_one();
+  });
+}
 
-Engine::~Engine() { Shutdown(); }
+Engine::~Engine() {
+  bell_->Detach();  // handles outlive the engine; their callers must no longer wake it
+  Shutdown();
+}
 
 Status Engine::Connect(ProcessSet& ps) {
   if (!ps.member()) return Status::Ok();
@@ -169,11 +178,13 @@ std::shared_ptr<HandleState> Engine::Enqueue(std::unique_ptr<TensorEntry> e) {
         std::string(OpTypeName(e->type)) + " of tensor '" + e->name + "': an operation with this name is already in "
         "progress on process set " + std::to_string(ps->id) + "; names of operations in flight must be unique")};
   }
-  auto handle = std::make_shared<HandleState>();
+  auto handle = std::make_shared<HandleState>(bell_);
   e->handle = handle;
   e->enqueued_us = NowMicros();
+  // Only the first of a burst wakes the loop, which then waits for the rest (AwaitWork).
+  bool wake = queue_.empty() && loop_waiting_;
+  if (queue_.empty()) first_enqueue_ = std::chrono::steady_clock::now();
   queue_.push_back(std::move(e));
-  bool wake = loop_waiting_;
   lk.unlock();
   if (wake) cv_.notify_one();  // a busy loop drains the queue at its next cycle anyway
   return handle;
@@ -266,8 +277,24 @@ void Engine::Complete(ProcessSet& ps, std::unique_ptr<TensorEntry> e, Status sta
 // an idle job does not keep cores busy; any work, on any rank, brings them back to full speed.
 constexpr int64_t kMaxIdleCycleMultiple = 16;
 
+void Engine::AwaitWork(std::unique_lock<std::mutex>& lk, std::chrono::microseconds wait) {
+  const auto idle_deadline = std::chrono::steady_clock::now() + wait;
+  loop_waiting_ = true;
+  while (!shutdown_requested_) {
+    if (queue_.empty()) {
+      if (cv_.wait_until(lk, idle_deadline) == std::cv_status::timeout) break;
+      continue;
+    }
+    // Submitted work waits for the caller to block, or for one cycle time at most.
+    const auto work_deadline = std::min(idle_deadline, first_enqueue_ + cycle_);
+    if (bell_->blocked() > 0 || std::chrono::steady_clock::now() >= work_deadline) break;
+    cv_.wait_until(lk, work_deadline);
+  }
+  loop_waiting_ = false;
+}
+
 void Engine::Loop() {
-  const auto cycle = std::chrono::microseconds(std::max<int64_t>(1, (int64_t)(config_.cycle_time_ms * 1000)));
+  const auto cycle = cycle_;
   auto idle_wait = cycle;
   Status failure;
   bool stop = false;
@@ -277,9 +304,7 @@ void Engine::Loop() {
     StopWish wish;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      loop_waiting_ = true;
-      cv_.wait_for(lk, idle_wait, [&] { return !queue_.empty() || shutdown_requested_; });
-      loop_waiting_ = false;
+      AwaitWork(lk, idle_wait);
       while (!queue_.empty()) {
         std::unique_ptr<TensorEntry> e = std::move(queue_.front());
         queue_.pop_front();
@@ -316,7 +341,7 @@ void Engine::Loop() {
     if (!anyone_busy) {
       idle_wait = std::min(std::max(idle_wait, cycle) * 2, cycle * kMaxIdleCycleMultiple);
     } else {  // quicker cycles only while a caller waits: otherwise they would take its core
-      idle_wait = HandleState::BlockedCallers().load(std::memory_order_relaxed) ? pacer_.BusyWait() : cycle;
+      idle_wait = bell_->blocked() > 0 ? pacer_.BusyWait() : cycle;
     }
     std::lock_guard<std::mutex> lk(mu_);
     for (int32_t id : sets_to_remove_) sets_.erase(id);

@@ -2,12 +2,14 @@
 //
 // Callers enqueue operations and get handles; one background thread (no Python on it) drains the
 // queue, runs negotiation for each process set it belongs to, and executes what is ready. The
-// thread wakes as soon as work arrives; otherwise it takes part in a cycle every HOROVOD_CYCLE_TIME
+// thread starts a cycle once a caller waits for submitted work, or one cycle time after the work
+// arrived (AwaitWork); otherwise it takes part in a cycle every HOROVOD_CYCLE_TIME
 // while any rank has work pending (so such peers never wait on it longer than that), sooner when
 // a caller is blocked waiting and negotiations are cheap (cycle_pacer.h), and less often, down to
 // one cycle every 16 cycle times, while the whole job is idle.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -86,6 +88,13 @@ class Engine {
 
  private:
   void Loop();
+  // Waits, holding mu_ through `lk`, for the next cycle: up to `wait` while nothing is submitted.
+  // Submitted operations start a cycle as soon as a caller blocks waiting for a result, and one
+  // cycle time after the first of them at the latest. A caller submits many operations at once (a
+  // fusion round, the gradients of a backward pass) one every few microseconds: a cycle started
+  // at the first would negotiate them over several cycles, taking the core the caller submits
+  // from. A caller that blocks has submitted everything it will for now.
+  void AwaitWork(std::unique_lock<std::mutex>& lk, std::chrono::microseconds wait);
   // Why the loop stopped: it decides what the error says and whether the launcher is asked.
   enum class StopCause { kThisRank, kStall, kPeerShutdown, kTransport };
   Status RunSet(ProcessSet& ps, StopWish wish, bool* stop, bool* anyone_busy, StopCause* cause);
@@ -110,7 +119,9 @@ class Engine {
   ExecutionStats execution_stats_;
   Controller controller_;
   Executor executor_;
+  const std::chrono::microseconds cycle_;  // HOROVOD_CYCLE_TIME
   CyclePacer pacer_;  // touched only by the loop
+  std::shared_ptr<CallerBell> bell_ = std::make_shared<CallerBell>();
 
   std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
@@ -123,6 +134,7 @@ class Engine {
   bool running_ = false;
   bool shutdown_requested_ = false;
   bool loop_waiting_ = false;  // the loop sleeps on cv_: only then does Enqueue need to wake it
+  std::chrono::steady_clock::time_point first_enqueue_;  // of the operations now in queue_
   Status stop_status_;
   Status deferred_failure_;  // a process set's stall shutdown, raised once the global set stops
   std::thread thread_;

@@ -86,7 +86,11 @@ Status Executor::Execute(ProcessSet& ps, const std::vector<Response>& responses)
                                 "' that this rank never submitted");
     }
     Status st = failure.ok() ? Run(ps, r, entries) : failure;
-    for (auto& e : entries) {
+    // Last first: a caller synchronizes in submission order, so it wakes once, when the whole
+    // batch is complete, instead of at its first tensor, to compete for its core with the
+    // completion of the rest.
+    for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+      std::unique_ptr<TensorEntry>& e = *it;
       if (!e) continue;
       if (timeline_.active()) timeline_.End(e->name);
       Status result = st;
@@ -166,6 +170,11 @@ Status Executor::Allreduce(ProcessSet& ps, const Response& r, std::vector<std::u
   const hvd_reduce_op op = BackendReduceOp(r.op);
   const double post = EffectivePostscale(r, ps.size());
   ++stats_.backend_calls[(int)OpType::kAllreduce];
+  if (entries.size() > 1) ++stats_.fused_batches;
+  // A prescale changes the input, which only a copy may: such tensors take the path below.
+  if (ps.comm->backend().has_allreduce_buffers() && r.prescale == 1.0) {
+    return AllreduceWhereTheyAre(ps, r, entries, op, post);
+  }
 
   if (entries.size() == 1) {  // unfused: reduce in the caller's output buffer, no extra copy
     TensorEntry* e = entries[0].get();
@@ -192,7 +201,6 @@ Status Executor::Allreduce(ProcessSet& ps, const Response& r, std::vector<std::u
     return st;
   }
 
-  ++stats_.fused_batches;
   std::vector<size_t> counts;
   size_t total = 0;
   for (const auto& shape : r.shapes) {
@@ -230,6 +238,25 @@ Status Executor::Allreduce(ProcessSet& ps, const Response& r, std::vector<std::u
     offset += counts[i];
   }
   return Status::Ok();
+}
+
+Status Executor::AllreduceWhereTheyAre(ProcessSet& ps, const Response& r,
+                                       std::vector<std::unique_ptr<TensorEntry>>& entries, hvd_reduce_op op,
+                                       double post) {
+  std::vector<hvd_buffer_pair> buffers;
+  buffers.reserve(entries.size());
+  std::vector<std::vector<uint8_t>> neutral;  // what a joined rank contributes for tensors it lacks
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const size_t count = (size_t)Elements(r.shapes[i]);
+    if (const TensorEntry* e = entries[i].get()) {
+      buffers.push_back({e->input.data, e->output.data, count});
+      continue;
+    }
+    neutral.emplace_back(count * hvd::dtype_size(r.dtype));
+    hvd::fill_identity(r.dtype, op, neutral.back().data(), count);
+    buffers.push_back({neutral.back().data(), neutral.back().data(), count});
+  }
+  return ps.comm->AllreduceBuffers(buffers, r.dtype, op, post);
 }
 
 Status Executor::Allgather(ProcessSet& ps, const Response& r, TensorEntry* e) {

@@ -42,6 +42,10 @@ class Executor {
   std::vector<Response> Fuse(const std::vector<Response>& responses) const;
   Status Run(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries);
   Status Allreduce(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries);
+  // Through a backend that reduces several buffers, scaled, in one call: each tensor is read and
+  // written where it is, with no fusion buffer and no scaling pass of the engine's.
+  Status AllreduceWhereTheyAre(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries,
+                               hvd_reduce_op op, double post);
   Status Allgather(ProcessSet& ps, const Response& r, TensorEntry* e);
   Status Broadcast(ProcessSet& ps, const Response& r, TensorEntry* e);
   Status Alltoall(ProcessSet& ps, const Response& r, TensorEntry* e);

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -18,24 +19,46 @@ struct Buffer {
   std::unique_ptr<uint8_t[]> data;
 };
 
+// What an engine's loop learns from its callers: how many are blocked waiting for a result, and a
+// wake-up as soon as one starts to. While a caller is blocked, its core is free for the engine to
+// cycle quickly (cycle_pacer.h), and whatever it submitted before is all there is for now, so the
+// engine need not wait for more (Engine::AwaitWork). Shared by the engine and its handles, which
+// may outlive it.
+class CallerBell {
+ public:
+  int blocked() const { return blocked_.load(std::memory_order_relaxed); }
+  void CallerBlocks() {
+    blocked_.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lk(mu_);
+    if (wake_) wake_();
+  }
+  void CallerResumes() { blocked_.fetch_sub(1, std::memory_order_relaxed); }
+  // The engine rings its loop through `wake` from construction until destruction.
+  void Attach(std::function<void()> wake) {
+    std::lock_guard<std::mutex> lk(mu_);
+    wake_ = std::move(wake);
+  }
+  void Detach() { Attach(nullptr); }
+
+ private:
+  std::atomic<int> blocked_{0};
+  std::mutex mu_;  // orders ringing against Detach(): no wake-up reaches a destroyed engine
+  std::function<void()> wake_;
+};
+
 class HandleState {
  public:
+  explicit HandleState(std::shared_ptr<CallerBell> bell = nullptr) : bell_(std::move(bell)) {}
   bool poll() const { return done_.load(std::memory_order_acquire); }
   // Blocks until done; callers release the GIL first.
   void Wait() {
     if (poll()) return;
-    BlockedCallers().fetch_add(1, std::memory_order_relaxed);
+    if (bell_) bell_->CallerBlocks();
     {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait(lk, [&] { return done_.load(std::memory_order_acquire); });
     }
-    BlockedCallers().fetch_sub(1, std::memory_order_relaxed);
-  }
-  // Threads of this process blocked in Wait(): while there are some, the caller is idle and its
-  // core is free for the engine to cycle quickly (cycle_pacer.h).
-  static std::atomic<int>& BlockedCallers() {
-    static std::atomic<int> count{0};
-    return count;
+    if (bell_) bell_->CallerResumes();
   }
   void Complete(Status status) {
     {
@@ -55,6 +78,7 @@ class HandleState {
   int64_t value = -1;  // join: last joined rank; add_process_set: the new id
 
  private:
+  std::shared_ptr<CallerBell> bell_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<bool> done_{false};

@@ -265,6 +265,14 @@ NB_MODULE(_core, m) {
       .def_prop_ro("name", &Backend::name)
       .def_prop_ro("path", &Backend::path)
       .def_prop_ro("version", [](const Backend& b) { return std::string(b.api()->version ? b.api()->version : ""); })
+      .def_prop_ro(
+          "extensions",
+          [](const Backend& b) {
+            std::vector<std::string> found;
+            if (b.has_allreduce_buffers()) found.push_back("allreduce_buffers");
+            return found;
+          },
+          "The optional functions of hvd_backend_ext_v1 the backend implements (and the engine uses).")
       .def_prop_ro("device_kinds", [](const Backend& b) { return b.api()->device_kinds; })
       .def_prop_ro("capabilities", [](const Backend& b) { return b.api()->capabilities; });
 

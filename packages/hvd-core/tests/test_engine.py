@@ -36,6 +36,23 @@ def test_fusion_makes_fewer_backend_calls_than_tensors(np_: int) -> None:
         assert stats["backend_calls"]["allreduce"] == 60 and stats["fused_batches"] == 0, stats
 
 
+def _burst_then_wait(count: int) -> tuple[dict, dict]:
+    hvd.init()
+    before = _stats()
+    handles = [hvd.allreduce_async(np.full(16, i, np.float32), name=f"b{i}", op=hvd.Sum) for i in range(count)]
+    for i, h in enumerate(handles):
+        assert hvd.synchronize(h).tolist() == [i * hvd.size()] * 16
+    return before, _stats()
+
+
+def test_a_burst_is_negotiated_once_its_caller_waits() -> None:
+    # The cycle time is longer than the test's own timeout: the engine must start the cycle when
+    # the caller blocks in synchronize, and by then it has the whole burst, reduced in one call.
+    for before, after in run_cluster(_burst_then_wait, 2, args=(50,), env={"HOROVOD_CYCLE_TIME": "3600000"}):
+        assert after["backend_calls"]["allreduce"] - before["backend_calls"]["allreduce"] == 1, (before, after)
+        assert after["fused_batches"] - before["fused_batches"] == 1, (before, after)
+
+
 def _grouped_calls(count: int, elements: int) -> tuple[dict, dict]:
     hvd.init()
     before = _stats()

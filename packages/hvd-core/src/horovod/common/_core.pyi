@@ -75,6 +75,10 @@ class Backend:
     def version(self) -> str: ...
 
     @property
+    def extensions(self) -> list[str]:
+        """The optional functions of hvd_backend_ext_v1 the backend implements (and the engine uses)."""
+
+    @property
     def device_kinds(self) -> int: ...
 
     @property

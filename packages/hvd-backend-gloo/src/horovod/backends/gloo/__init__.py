@@ -2,9 +2,10 @@
 
 The backend is a plain C++ shared library (``libhvd_backend_gloo.so``, built from ``csrc/``) that
 implements hvd-core's versioned C ABI (``horovod/hvd_backend.h``, ``hvd_backend_v1``) on Gloo's TCP
-transport. hvd-core's engine opens it with ``dlopen(RTLD_LOCAL)`` when the backend is chosen; its
-only exported symbol is ``hvd_backend_v1_get``, so the Gloo it links never meets the Gloo bundled
-in torch.
+transport, and through shared memory between ranks on one host. hvd-core's engine opens it with
+``dlopen(RTLD_LOCAL)`` when the backend is chosen; it exports only ``hvd_backend_v1_get``,
+``hvd_backend_ext_v1_get`` (the ABI's optional extensions) and ``hvd_gloo_transport``, so the Gloo
+it links never meets the Gloo bundled in torch.
 
 hvd-core finds it through the ``horovod`` entry point (:mod:`horovod.backends.gloo.hooks`). It is
 the default CPU backend (priority 100); ask for it explicitly with ``horovodrun --gloo`` or

@@ -2,8 +2,9 @@
  * hvd_backend.h: the versioned C ABI between the hvd engine and a collective backend.
  *
  * A backend is a shared library exporting one function, HVD_BACKEND_V1_ENTRY, which returns a
- * pointer to a static hvd_backend_v1 table. The engine opens the library RTLD_LOCAL, checks
- * abi_version and struct_size, and refuses anything it does not know. The interface is plain C so
+ * pointer to a static hvd_backend_v1 table (and, optionally, HVD_BACKEND_EXT_V1_ENTRY: see the end
+ * of this file). The engine opens the library RTLD_LOCAL, checks abi_version and struct_size, and
+ * refuses anything it does not know. The interface is plain C so
  * that separately built and separately versioned packages never share C++ ABI.
  *
  * Conventions
@@ -148,6 +149,39 @@ typedef struct hvd_backend_v1 {
 } hvd_backend_v1;
 
 typedef const hvd_backend_v1* (*hvd_backend_v1_get_fn)(void);
+
+/*
+ * Optional extensions (hvd-core 0.2 and later). Beside HVD_BACKEND_V1_ENTRY, a backend may export
+ * `const hvd_backend_ext_v1* hvd_backend_ext_v1_get(void);`. An hvd-core that predates it never
+ * looks for it; this one uses each function that is not NULL and does without the others, so a
+ * backend and an hvd-core of either age work together. Members are only ever appended: check
+ * struct_size before reading one.
+ */
+#define HVD_BACKEND_EXT_V1_ENTRY "hvd_backend_ext_v1_get"
+
+/* One tensor of a multi-buffer allreduce: `count` elements are read from `sendbuf` and their
+ * results written to `recvbuf`, which may be the same buffer. */
+typedef struct hvd_buffer_pair {
+  const void* sendbuf;
+  void* recvbuf;
+  size_t count;
+} hvd_buffer_pair;
+
+typedef struct hvd_backend_ext_v1 {
+  uint32_t struct_size; /* sizeof(hvd_backend_ext_v1) */
+  uint32_t reserved;
+
+  /* An allreduce of `n` buffers as if they were one buffer holding them in order (every member
+   * passes the same counts), each result multiplied by `postscale` before it is written, with
+   * hvd::scale's arithmetic (hvd_reduce.hpp). This is what the engine does otherwise around
+   * allreduce for fused tensors and averages: a copy into one buffer, the call, a scaling pass and
+   * a copy back; a backend that moves data itself can read and write the tensors directly. NULL
+   * when not implemented. */
+  int (*allreduce_buffers)(hvd_comm* comm, const hvd_buffer_pair* buffers, size_t n, hvd_dtype dtype,
+                           hvd_reduce_op op, double postscale);
+} hvd_backend_ext_v1;
+
+typedef const hvd_backend_ext_v1* (*hvd_backend_ext_v1_get_fn)(void);
 
 #ifdef __cplusplus
 } /* extern "C" */
