@@ -7,6 +7,7 @@
 // needs one contiguous buffer: the buffers are packed into the communicator's staging space (as
 // the engine would have done) and the results scaled on the way back out.
 #include <cstring>
+#include <new>
 #include <vector>
 
 #include "buffer_list.h"
@@ -26,17 +27,9 @@ void ScaleAll(const BufferList& buffers, hvd_dtype dtype, double postscale) {
   });
 }
 
-}  // namespace
-
-int AllreduceBuffers(hvd_comm* comm, const hvd_buffer_pair* pairs, size_t n, hvd_dtype dtype, hvd_reduce_op op,
-                     double postscale) {
-  if (!ReduceFunction(dtype, op)) {
-    return Fail(comm, HVD_ERR_INVALID_ARGUMENT, "gloo allreduce (" + Describe(comm) + "): unknown dtype or reduce op");
-  }
-  if (n && !pairs) return Fail(comm, HVD_ERR_INVALID_ARGUMENT, "gloo allreduce (" + Describe(comm) + "): no buffers");
-  if (postscale != 1.0 && dtype == HVD_DTYPE_BOOL) {
-    return Fail(comm, HVD_ERR_INVALID_ARGUMENT, "gloo allreduce (" + Describe(comm) + "): bool cannot be scaled");
-  }
+// The multi-buffer allreduce once arguments are checked. Throws only std::bad_alloc.
+int Reduce(hvd_comm* comm, const hvd_buffer_pair* pairs, size_t n, hvd_dtype dtype, hvd_reduce_op op,
+           double postscale) {
   const size_t element = hvd::dtype_size(dtype);
   const BufferList buffers(pairs, n, element);
   if (buffers.count() == 0) return HVD_OK;
@@ -60,6 +53,24 @@ int AllreduceBuffers(hvd_comm* comm, const hvd_buffer_pair* pairs, size_t n, hvd
   }
   if (rc == HVD_OK) ScaleAll(buffers, dtype, postscale);
   return rc;
+}
+
+}  // namespace
+
+int AllreduceBuffers(hvd_comm* comm, const hvd_buffer_pair* pairs, size_t n, hvd_dtype dtype, hvd_reduce_op op,
+                     double postscale) {
+  if (!ReduceFunction(dtype, op)) {
+    return Fail(comm, HVD_ERR_INVALID_ARGUMENT, "gloo allreduce (" + Describe(comm) + "): unknown dtype or reduce op");
+  }
+  if (n && !pairs) return Fail(comm, HVD_ERR_INVALID_ARGUMENT, "gloo allreduce (" + Describe(comm) + "): no buffers");
+  if (postscale != 1.0 && dtype == HVD_DTYPE_BOOL) {
+    return Fail(comm, HVD_ERR_INVALID_ARGUMENT, "gloo allreduce (" + Describe(comm) + "): bool cannot be scaled");
+  }
+  try {
+    return Reduce(comm, pairs, n, dtype, op, postscale);
+  } catch (const std::bad_alloc&) {  // nothing may throw across the C ABI
+    return Fail(comm, HVD_ERR_INTERNAL, "gloo allreduce (" + Describe(comm) + "): out of memory");
+  }
 }
 
 }  // namespace hvd_gloo

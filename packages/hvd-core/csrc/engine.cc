@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <set>
+#include <thread>
 
 #include "validation.h"
 
@@ -277,17 +278,40 @@ void Engine::Complete(ProcessSet& ps, std::unique_ptr<TensorEntry> e, Status sta
 // an idle job does not keep cores busy; any work, on any rank, brings them back to full speed.
 constexpr int64_t kMaxIdleCycleMultiple = 16;
 
+namespace {
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+}  // namespace
+
 void Engine::AwaitWork(std::unique_lock<std::mutex>& lk, std::chrono::microseconds wait) {
   const auto idle_deadline = std::chrono::steady_clock::now() + wait;
   loop_waiting_ = true;
+  bool watched = false;
   while (!shutdown_requested_) {
     if (queue_.empty()) {
       if (cv_.wait_until(lk, idle_deadline) == std::cv_status::timeout) break;
       continue;
     }
     // Submitted work waits for the caller to block, or for one cycle time at most.
+    const auto now = std::chrono::steady_clock::now();
     const auto work_deadline = std::min(idle_deadline, first_enqueue_ + cycle_);
-    if (bell_->blocked() > 0 || std::chrono::steady_clock::now() >= work_deadline) break;
+    if (bell_->blocked() > 0 || now >= work_deadline) break;
+    if (!watched) {
+      // A caller that submits one operation and waits for it blocks microseconds later: watching
+      // for that, awake, saves a second wake-up of this thread, which costs tens of microseconds
+      // (more on a virtual machine). A burst keeps submitting past it, and the loop then sleeps.
+      watched = true;
+      lk.unlock();
+      const auto until = std::min(work_deadline, now + kWatchForCaller);
+      while (bell_->blocked() == 0 && std::chrono::steady_clock::now() < until) CpuRelax();
+      lk.lock();
+      continue;
+    }
     cv_.wait_until(lk, work_deadline);
   }
   loop_waiting_ = false;

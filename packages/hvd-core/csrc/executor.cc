@@ -1,5 +1,7 @@
 #include "executor.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <numeric>
 
@@ -27,6 +29,33 @@ double EffectivePostscale(const Response& r, int32_t set_size) {
 
 void Scale(hvd_dtype dtype, void* buf, size_t count, double factor) {
   if (factor != 1.0) hvd::scale(dtype, buf, count, factor);
+}
+
+// Whether the memory of two entries of a batch overlaps (an entry's own input and output may be
+// one buffer). A multi-buffer allreduce writes results while later buffers are still being read.
+bool SharesMemory(const std::vector<std::unique_ptr<TensorEntry>>& entries, size_t esize) {
+  if (entries.size() < 2) return false;
+  struct Range {
+    uintptr_t begin, end;
+    size_t entry;
+  };
+  std::vector<Range> ranges;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const TensorEntry* e = entries[i].get();
+    const size_t bytes = e ? (size_t)Elements(e->input.shape) * esize : 0;
+    if (!bytes) continue;
+    ranges.push_back({(uintptr_t)e->input.data, (uintptr_t)e->input.data + bytes, i});
+    if (e->output.data != e->input.data) ranges.push_back({(uintptr_t)e->output.data, (uintptr_t)e->output.data + bytes, i});
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  // Sweep in address order, keeping the furthest end reached and whose it is.
+  uintptr_t reach = 0;
+  size_t owner = 0;
+  for (const Range& r : ranges) {
+    if (r.begin < reach && r.entry != owner) return true;
+    if (r.end > reach) reach = r.end, owner = r.entry;
+  }
+  return false;
 }
 
 bool Fusable(const Response& a, const Response& b) {
@@ -171,8 +200,9 @@ Status Executor::Allreduce(ProcessSet& ps, const Response& r, std::vector<std::u
   const double post = EffectivePostscale(r, ps.size());
   ++stats_.backend_calls[(int)OpType::kAllreduce];
   if (entries.size() > 1) ++stats_.fused_batches;
-  // A prescale changes the input, which only a copy may: such tensors take the path below.
-  if (ps.comm->backend().has_allreduce_buffers() && r.prescale == 1.0) {
+  // A prescale changes the input, which only a copy may; tensors sharing memory (the same tensor
+  // twice in a group) would read each other's results: such batches take the path below.
+  if (ps.comm->backend().has_allreduce_buffers() && r.prescale == 1.0 && !SharesMemory(entries, esize)) {
     return AllreduceWhereTheyAre(ps, r, entries, op, post);
   }
 

@@ -160,7 +160,8 @@ typedef const hvd_backend_v1* (*hvd_backend_v1_get_fn)(void);
 #define HVD_BACKEND_EXT_V1_ENTRY "hvd_backend_ext_v1_get"
 
 /* One tensor of a multi-buffer allreduce: `count` elements are read from `sendbuf` and their
- * results written to `recvbuf`, which may be the same buffer. */
+ * results written to `recvbuf`, which may be the same buffer. The buffers of different pairs never
+ * overlap, and are host memory. */
 typedef struct hvd_buffer_pair {
   const void* sendbuf;
   void* recvbuf;

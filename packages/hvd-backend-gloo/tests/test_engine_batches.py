@@ -1,0 +1,38 @@
+"""The engine's fused batches on Gloo, reduced through the multi-buffer allreduce (hvd_backend_ext_v1)
+where each tensor lies: over shared memory and over TCP, 2 ranks in separate processes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import horovod
+
+ELEMENTS = 230_000  # 0.88 MiB of float32: under the 1 MiB above which tensors are not fused
+
+
+def _same_tensor_twice_in_a_large_group() -> list:
+    import horovod.common as hvd
+
+    hvd.init()
+    shared = np.full(ELEMENTS, hvd.rank() + 1, np.float32)
+    fillers = [np.full(ELEMENTS, 10 * (i + 1), np.float32) for i in range(5)]
+    # More than one 4 MiB slot: the second use of `shared` is read after the first one's results
+    # were written, unless the engine sees the overlap and copies the batch as a fusion buffer.
+    group = [shared, *fillers, shared]
+    for handle in hvd.grouped_allreduce_async(group, op=hvd.Sum, name="twice", inplace=True):
+        hvd.synchronize(handle)
+    averaged = hvd.grouped_allreduce([f.copy() for f in fillers], op=hvd.Average, name="average")
+    hvd.shutdown()
+    return [float(shared[0]), float(shared[-1]), [float(f[0]) for f in fillers], [float(a[7]) for a in averaged]]
+
+
+@pytest.mark.parametrize("shared_memory", ["1", "0"])
+def test_a_tensor_given_twice_in_one_fused_batch_is_reduced_once(shared_memory: str) -> None:
+    env = {"HOROVOD_CPU_OPERATIONS": "gloo", "OMP_NUM_THREADS": "1", "HOROVOD_GLOO_SHARED_MEMORY": shared_memory}
+    for shared_first, shared_last, fillers, averaged in horovod.run(
+        _same_tensor_twice_in_a_large_group, np=2, env=env, start_timeout=120
+    ):
+        assert shared_first == shared_last == 3.0  # 1 + 2, not reduced a second time
+        assert fillers == [20.0 * (i + 1) for i in range(5)]
+        assert averaged == [20.0 * (i + 1) for i in range(5)]  # (20 + 20) / 2 from the doubled fillers
