@@ -135,6 +135,7 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
   // Ready: someone has it and every member has it or has joined. Inline: every member that has
   // it sent its data; each member's inline data is packed in slot order.
   std::vector<size_t> inline_offset(n, 0);
+  out->responses.reserve(hits.size());
   for (int32_t s = 0; s < slots; ++s) {
     bool someone = false, everyone = true, all_inline = true;
     for (int32_t r = 0; r < n; ++r) {

@@ -438,6 +438,7 @@ Status Engine::ExecuteCycle(ProcessSet& ps, CycleResult& result) {
   Status st;
   // Process-set changes run on the engine; everything else, in runs, on the executor.
   std::vector<Response> run;
+  run.reserve(result.responses.size());
   for (Response& r : result.responses) {
     bool change = r.kind == Response::Kind::kOp &&
                   (r.type == OpType::kAddProcessSet || r.type == OpType::kRemoveProcessSet);
@@ -445,13 +446,13 @@ Status Engine::ExecuteCycle(ProcessSet& ps, CycleResult& result) {
       run.push_back(std::move(r));
       continue;
     }
-    st = executor_.Execute(ps, run);
+    st = executor_.Execute(ps, std::move(run));
     run.clear();
     if (!st.ok()) return st;
     st = ApplyProcessSetChange(r);
     if (!st.ok()) return st;
   }
-  return executor_.Execute(ps, run);
+  return executor_.Execute(ps, std::move(run));
 }
 
 Status Engine::ApplyProcessSetChange(const Response& r) {

@@ -72,31 +72,32 @@ bool Fusable(const Response& a, const Response& b) {
 // tens of microseconds in shared memory and a few hundred over TCP).
 constexpr int64_t kUnfusedTensorBytes = 1 << 20;
 
-std::vector<Response> Executor::Fuse(const std::vector<Response>& responses) const {
+std::vector<Response> Executor::Fuse(std::vector<Response> responses) const {
   std::vector<Response> out;
+  out.reserve(responses.size());
   int64_t fused_bytes = 0;
   bool open = false;  // whether out.back() may take more tensors
-  for (const Response& r : responses) {
+  for (Response& r : responses) {
     int64_t bytes = r.kind == Response::Kind::kOp && r.type == OpType::kAllreduce
                         ? Elements(r.shapes[0]) * (int64_t)hvd::dtype_size(r.dtype)
                         : 0;
     bool small = bytes < kUnfusedTensorBytes;
     if (open && small && fusion_threshold_ > 0 && Fusable(out.back(), r) && fused_bytes + bytes <= fusion_threshold_) {
-      out.back().names.push_back(r.names[0]);
-      out.back().shapes.push_back(r.shapes[0]);
+      out.back().names.push_back(std::move(r.names[0]));
+      out.back().shapes.push_back(std::move(r.shapes[0]));
       fused_bytes += bytes;
       continue;
     }
-    out.push_back(r);
+    out.push_back(std::move(r));
     fused_bytes = bytes;
     open = small;
   }
   return out;
 }
 
-Status Executor::Execute(ProcessSet& ps, const std::vector<Response>& responses) {
+Status Executor::Execute(ProcessSet& ps, std::vector<Response> responses) {
   Status failure;
-  for (const Response& r : Fuse(responses)) {
+  for (const Response& r : Fuse(std::move(responses))) {
     // Take this rank's entries; a missing one is legitimate only after join (neutral data).
     std::vector<std::unique_ptr<TensorEntry>> entries;
     for (const std::string& name : r.names) {

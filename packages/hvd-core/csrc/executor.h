@@ -33,13 +33,13 @@ class Executor {
   // Executes the cycle's responses for `ps` in order, taking their entries out of `ps.pending`
   // (the caller compacts `ps.arrival` afterwards). A non-OK status is a communication failure:
   // the engine must stop (the entries involved have already been failed with it).
-  Status Execute(ProcessSet& ps, const std::vector<Response>& responses);
+  Status Execute(ProcessSet& ps, std::vector<Response> responses);
   // Completes allreduces whose data arrived inline with negotiation (no backend call).
   void ExecuteInline(ProcessSet& ps, const std::vector<InlineReduction>& reductions);
 
  private:
   // Consecutive allreduces that may share one fusion buffer become one response.
-  std::vector<Response> Fuse(const std::vector<Response>& responses) const;
+  std::vector<Response> Fuse(std::vector<Response> responses) const;
   Status Run(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries);
   Status Allreduce(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries);
   // Through a backend that reduces several buffers, scaled, in one call: each tensor is read and

@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -41,8 +42,9 @@ struct ProcessSet {
   Coordinator coordinator;  // used on the set's rank 0 only
   StallInspector stall;     // likewise
 
-  // Background thread only: entries drained from the queue, by name, and their arrival order.
-  std::map<std::string, std::unique_ptr<TensorEntry>> pending;
+  // Background thread only: entries drained from the queue, by name, and their arrival order
+  // (which `arrival` keeps: the map's own order is never used).
+  std::unordered_map<std::string, std::unique_ptr<TensorEntry>> pending;
   std::vector<std::string> arrival;
   bool joined = false;
   std::vector<uint8_t> fusion_buffer;
