@@ -1,5 +1,6 @@
-"""The engine's fused batches on Gloo, reduced through the multi-buffer allreduce (hvd_backend_ext_v1)
-where each tensor lies: over shared memory and over TCP, 2 ranks in separate processes."""
+"""The engine's fused batches on Gloo, 2 ranks in separate processes: reduced through the
+multi-buffer allreduce (hvd_backend_ext_v1) where each tensor lies, over shared memory and over TCP,
+and negotiated whole once their caller waits."""
 
 from __future__ import annotations
 
@@ -36,3 +37,39 @@ def test_a_tensor_given_twice_in_one_fused_batch_is_reduced_once(shared_memory: 
         assert shared_first == shared_last == 3.0  # 1 + 2, not reduced a second time
         assert fillers == [20.0 * (i + 1) for i in range(5)]
         assert averaged == [20.0 * (i + 1) for i in range(5)]  # (20 + 20) / 2 from the doubled fillers
+
+
+def _burst_beside_a_parked_thread(count: int) -> tuple[int, int]:
+    import threading
+    import time
+
+    import horovod.common as hvd
+    from horovod.common import basics
+
+    hvd.init()
+    # Rank 0 has a thread blocked on an operation that rank 1 submits only after its burst: the
+    # blocked thread must not make rank 0 negotiate its own burst piece by piece as it arrives.
+    if hvd.rank() == 0:
+        late = hvd.allreduce_async(np.ones(2, np.float32), name="late", op=hvd.Sum)
+        parked = threading.Thread(target=hvd.synchronize, args=(late,))
+        parked.start()
+        while basics.context().engine.stats()["blocked_callers"] == 0:  # until it waits in the engine
+            time.sleep(0.01)
+    calls = lambda: basics.context().engine.stats()["backend_calls"]["allreduce"]  # noqa: E731
+    before = calls()
+    handles = [hvd.allreduce_async(np.full(16, i, np.float32), name=f"p{i}", op=hvd.Sum) for i in range(count)]
+    for i, h in enumerate(handles):
+        assert hvd.synchronize(h).tolist() == [i * hvd.size()] * 16
+    after = calls()
+    if hvd.rank() == 0:
+        parked.join()
+    else:
+        hvd.allreduce(np.ones(2, np.float32), name="late", op=hvd.Sum)
+    hvd.shutdown()
+    return before, after
+
+
+def test_a_burst_is_negotiated_whole_beside_a_thread_blocked_on_earlier_work() -> None:
+    env = {"HOROVOD_CPU_OPERATIONS": "gloo", "OMP_NUM_THREADS": "1", "HOROVOD_CYCLE_TIME": "200"}
+    for before, after in horovod.run(_burst_beside_a_parked_thread, args=(50,), np=2, env=env, start_timeout=120):
+        assert after - before == 1, (before, after)

@@ -184,7 +184,10 @@ std::shared_ptr<HandleState> Engine::Enqueue(std::unique_ptr<TensorEntry> e) {
   e->enqueued_us = NowMicros();
   // Only the first of a burst wakes the loop, which then waits for the rest (AwaitWork).
   bool wake = queue_.empty() && loop_waiting_;
-  if (queue_.empty()) first_enqueue_ = std::chrono::steady_clock::now();
+  if (queue_.empty()) {
+    first_enqueue_ = std::chrono::steady_clock::now();
+    rings_at_first_enqueue_ = bell_->rings();
+  }
   queue_.push_back(std::move(e));
   lk.unlock();
   if (wake) cv_.notify_one();  // a busy loop drains the queue at its next cycle anyway
@@ -278,29 +281,21 @@ void Engine::Complete(ProcessSet& ps, std::unique_ptr<TensorEntry> e, Status sta
 // an idle job does not keep cores busy; any work, on any rank, brings them back to full speed.
 constexpr int64_t kMaxIdleCycleMultiple = 16;
 
-namespace {
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#else
-  std::this_thread::yield();
-#endif
-}
-}  // namespace
-
 void Engine::AwaitWork(std::unique_lock<std::mutex>& lk, std::chrono::microseconds wait) {
   const auto idle_deadline = std::chrono::steady_clock::now() + wait;
   loop_waiting_ = true;
   bool watched = false;
   while (!shutdown_requested_) {
-    if (queue_.empty()) {
-      if (cv_.wait_until(lk, idle_deadline) == std::cv_status::timeout) break;
-      continue;
-    }
-    // Submitted work waits for the caller to block, or for one cycle time at most.
     const auto now = std::chrono::steady_clock::now();
-    const auto work_deadline = std::min(idle_deadline, first_enqueue_ + cycle_);
-    if (bell_->blocked() > 0 || now >= work_deadline) break;
+    if (queue_.empty()) {
+      if (now >= idle_deadline) break;
+      cv_.wait_until(lk, idle_deadline);
+      continue;  // a first operation may have arrived just as the wait timed out
+    }
+    // Submitted work waits for a caller to block, or for one cycle time at most: also when quick
+    // cycles were due (a caller blocked on earlier work), which would take the burst in parts.
+    const auto work_deadline = first_enqueue_ + cycle_;
+    if (bell_->rings() != rings_at_first_enqueue_ || now >= work_deadline) break;
     if (!watched) {
       // A caller that submits one operation and waits for it blocks microseconds later: watching
       // for that, awake, saves a second wake-up of this thread, which costs tens of microseconds
@@ -308,7 +303,9 @@ void Engine::AwaitWork(std::unique_lock<std::mutex>& lk, std::chrono::microsecon
       watched = true;
       lk.unlock();
       const auto until = std::min(work_deadline, now + kWatchForCaller);
-      while (bell_->blocked() == 0 && std::chrono::steady_clock::now() < until) CpuRelax();
+      // Yielding, not spinning: the caller may need this very core to get there.
+      while (bell_->rings() == rings_at_first_enqueue_ && std::chrono::steady_clock::now() < until)
+        std::this_thread::yield();
       lk.lock();
       continue;
     }

@@ -85,11 +85,13 @@ class Engine {
   const Backend& backend() const { return *backend_; }
   const NegotiationStats& negotiation_stats() const { return negotiation_stats_; }
   const ExecutionStats& execution_stats() const { return execution_stats_; }
+  int blocked_callers() const { return bell_->blocked(); }
 
  private:
   void Loop();
   // Waits, holding mu_ through `lk`, for the next cycle: up to `wait` while nothing is submitted.
-  // Submitted operations start a cycle as soon as a caller blocks waiting for a result, and one
+  // Submitted operations start a cycle as soon as a caller starts to block waiting for a result
+  // (after the first of them was submitted), and one
   // cycle time after the first of them at the latest. A caller submits many operations at once (a
   // fusion round, the gradients of a backward pass) one every few microseconds: a cycle started
   // at the first would negotiate them over several cycles, taking the core the caller submits
@@ -97,7 +99,7 @@ class Engine {
   // instead, or a backward pass that submits while it computes, sees its work start within one
   // cycle time, as Horovod's loop, which sleeps out each cycle, does.)
   void AwaitWork(std::unique_lock<std::mutex>& lk, std::chrono::microseconds wait);
-  static constexpr std::chrono::microseconds kWatchForCaller{20};
+  static constexpr std::chrono::microseconds kWatchForCaller{50};
   // Why the loop stopped: it decides what the error says and whether the launcher is asked.
   enum class StopCause { kThisRank, kStall, kPeerShutdown, kTransport };
   Status RunSet(ProcessSet& ps, StopWish wish, bool* stop, bool* anyone_busy, StopCause* cause);
@@ -138,6 +140,7 @@ class Engine {
   bool shutdown_requested_ = false;
   bool loop_waiting_ = false;  // the loop sleeps on cv_: only then does Enqueue need to wake it
   std::chrono::steady_clock::time_point first_enqueue_;  // of the operations now in queue_
+  uint64_t rings_at_first_enqueue_ = 0;                    // bell_->rings() then
   Status stop_status_;
   Status deferred_failure_;  // a process set's stall shutdown, raised once the global set stops
   std::thread thread_;

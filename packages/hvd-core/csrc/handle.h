@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -27,8 +28,12 @@ struct Buffer {
 class CallerBell {
  public:
   int blocked() const { return blocked_.load(std::memory_order_relaxed); }
+  // How many times a caller has started to block: a burst is over when this changes after its
+  // first operation (a thread blocked since before, in join() say, says nothing about it).
+  uint64_t rings() const { return rings_.load(std::memory_order_relaxed); }
   void CallerBlocks() {
     blocked_.fetch_add(1, std::memory_order_relaxed);
+    rings_.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard<std::mutex> lk(mu_);
     if (wake_) wake_();
   }
@@ -42,6 +47,7 @@ class CallerBell {
 
  private:
   std::atomic<int> blocked_{0};
+  std::atomic<uint64_t> rings_{0};
   std::mutex mu_;  // orders ringing against Detach(): no wake-up reaches a destroyed engine
   std::function<void()> wake_;
 };

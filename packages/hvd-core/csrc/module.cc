@@ -401,6 +401,7 @@ NB_MODULE(_core, m) {
         nb::dict calls;
         for (int t = 0; t < kOpTypeCount; ++t) calls[OpTypeName((OpType)t)] = x.backend_calls[t].load();
         d["backend_calls"] = calls;
+        d["blocked_callers"] = e.blocked_callers();  // threads waiting in synchronize() right now
         return d;
       });
 }
