@@ -73,3 +73,32 @@ def test_a_burst_is_negotiated_whole_beside_a_thread_blocked_on_earlier_work() -
     env = {"HOROVOD_CPU_OPERATIONS": "gloo", "OMP_NUM_THREADS": "1", "HOROVOD_CYCLE_TIME": "200"}
     for before, after in horovod.run(_burst_beside_a_parked_thread, args=(50,), np=2, env=env, start_timeout=120):
         assert after - before == 1, (before, after)
+
+
+def _fused_batch_beside_a_joined_rank() -> list:
+    import horovod.common as hvd
+
+    hvd.init()
+    results = []
+    if hvd.rank() == 0:
+        # Rank 1 has joined: it contributes the identity of each op for every tensor of the batch
+        # (neutral buffers in the multi-buffer allreduce), and an Average still divides by 2.
+        group = [np.full(1000, 3.0, np.float32), np.arange(70_000, dtype=np.float32), np.full(5, -2.0, np.float32)]
+        results.append([r.tolist()[:3] for r in hvd.grouped_allreduce(group, op=hvd.Sum, name="j.sum")])
+        results.append([r.tolist()[:3] for r in hvd.grouped_allreduce(group, op=hvd.Max, name="j.max")])
+        results.append([r.tolist()[:3] for r in hvd.grouped_allreduce(group, op=hvd.Average, name="j.avg")])
+    last = hvd.join()
+    hvd.shutdown()
+    return [last, results]
+
+
+@pytest.mark.parametrize("shared_memory", ["1", "0"])
+def test_a_fused_batch_beside_a_joined_rank_counts_it_as_the_identity(shared_memory: str) -> None:
+    env = {"HOROVOD_CPU_OPERATIONS": "gloo", "OMP_NUM_THREADS": "1", "HOROVOD_GLOO_SHARED_MEMORY": shared_memory}
+    (last0, results), (last1, none) = horovod.run(_fused_batch_beside_a_joined_rank, np=2, env=env, start_timeout=120)
+    assert last0 == last1 == 0 and none == []
+    assert results == [
+        [[3.0, 3.0, 3.0], [0.0, 1.0, 2.0], [-2.0, -2.0, -2.0]],  # sum with zeros
+        [[3.0, 3.0, 3.0], [0.0, 1.0, 2.0], [-2.0, -2.0, -2.0]],  # max with the lowest float
+        [[1.5, 1.5, 1.5], [0.0, 0.5, 1.0], [-1.0, -1.0, -1.0]],  # (x + 0) / 2
+    ]
