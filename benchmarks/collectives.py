@@ -10,12 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 
 import torch
 import torch.distributed as dist
 
 import horovod.torch as hvd
-from stats import load_average, measure
+from stats import load_average, measure, measure_alternating
 
 MiB = 1024 * 1024
 
@@ -110,13 +111,16 @@ def fusion_round(results: list, n: int, repeats: int) -> None:
     def torch_floor() -> None:
         dist.all_reduce(flat)
 
+    # hvd's round and the floor alternate, repetition by repetition: the bar is their ratio.
+    paired = measure_alternating({"hvd": hvd_round, "floor": torch_floor}, inner={"hvd": 1, "floor": 5}, repeats=repeats)
     results.append(
         {
             "bench": "fusion",
-            "hvd": measure(hvd_round, repeats=repeats),
+            "hvd": paired["hvd"],
             "torch_one_by_one": measure(torch_one_by_one, repeats=repeats),
             "torch_async": measure(torch_async, repeats=repeats),
-            "floor": measure(torch_floor, repeats=repeats, inner=5),
+            "floor": paired["floor"],
+            "paired_ratio": statistics.median(h / f for h, f in zip(paired["hvd"]["samples"], paired["floor"]["samples"])),
             "load": load_average(),
         }
     )

@@ -21,6 +21,26 @@ def measure(fn: Callable[[], None], *, warmup: int = 3, repeats: int = 7, inner:
     return {"median": statistics.median(samples), "min": min(samples), "max": max(samples), "n": repeats}
 
 
+def measure_alternating(fns: dict[str, Callable[[], None]], *, inner: dict[str, int], warmup: int = 3,
+                        repeats: int = 7) -> dict:
+    """`measure` for several functions whose ratio matters, one repetition of each in turn: on a noisy
+    machine they see the same load, and the ratio of each repetition's pair is reported too."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            for _ in range(inner[name]):
+                fn()
+            samples[name].append((time.perf_counter() - start) / inner[name])
+    return {
+        name: {"median": statistics.median(s), "min": min(s), "max": max(s), "n": repeats, "samples": s}
+        for name, s in samples.items()
+    }
+
+
 def load_average() -> str:
     one, five, _ = os.getloadavg()
     return f"{one:.2f}/{five:.2f}"
