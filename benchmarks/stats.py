@@ -10,21 +10,14 @@ from typing import Callable
 
 def measure(fn: Callable[[], None], *, warmup: int = 3, repeats: int = 7, inner: int = 1) -> dict:
     """Median and spread (min, max) of `repeats` timings of `inner` calls, after `warmup` calls."""
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        samples.append((time.perf_counter() - start) / inner)
-    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples), "n": repeats}
+    return measure_alternating({"fn": fn}, inner={"fn": inner}, warmup=warmup, repeats=repeats)["fn"]
 
 
 def measure_alternating(fns: dict[str, Callable[[], None]], *, inner: dict[str, int], warmup: int = 3,
                         repeats: int = 7) -> dict:
-    """`measure` for several functions whose ratio matters, one repetition of each in turn: on a noisy
-    machine they see the same load, and the ratio of each repetition's pair is reported too."""
+    """Median, spread and samples of each function's timings, one repetition of each in turn: on a
+    noisy machine, functions whose ratio matters see the same load (and each repetition's pair of
+    samples gives a ratio of its own)."""
     for fn in fns.values():
         for _ in range(warmup):
             fn()

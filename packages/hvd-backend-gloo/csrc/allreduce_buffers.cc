@@ -33,7 +33,7 @@ int Reduce(hvd_comm* comm, const hvd_buffer_pair* pairs, size_t n, hvd_dtype dty
   const size_t element = hvd::dtype_size(dtype);
   const BufferList buffers(pairs, n, element);
   if (buffers.count() == 0) return HVD_OK;
-  if (comm->shm && comm->size > 1) {
+  if (comm->shm) {  // only ever set for communicators of several members
     return Guarded(comm, "allreduce", [&] { ShmAllreduce(*comm->shm, buffers, dtype, op, postscale); });
   }
   int rc = HVD_OK;

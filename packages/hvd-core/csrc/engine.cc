@@ -315,8 +315,7 @@ void Engine::AwaitWork(std::unique_lock<std::mutex>& lk, std::chrono::microsecon
 }
 
 void Engine::Loop() {
-  const auto cycle = cycle_;
-  auto idle_wait = cycle;
+  auto idle_wait = cycle_;
   Status failure;
   bool stop = false;
   StopCause cause = StopCause::kThisRank;
@@ -360,9 +359,9 @@ void Engine::Loop() {
       }
     }
     if (!anyone_busy) {
-      idle_wait = std::min(std::max(idle_wait, cycle) * 2, cycle * kMaxIdleCycleMultiple);
+      idle_wait = std::min(std::max(idle_wait, cycle_) * 2, cycle_ * kMaxIdleCycleMultiple);
     } else {  // quicker cycles only while a caller waits: otherwise they would take its core
-      idle_wait = bell_->blocked() > 0 ? pacer_.BusyWait() : cycle;
+      idle_wait = bell_->blocked() > 0 ? pacer_.BusyWait() : cycle_;
     }
     std::lock_guard<std::mutex> lk(mu_);
     for (int32_t id : sets_to_remove_) sets_.erase(id);
