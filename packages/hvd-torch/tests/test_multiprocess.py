@@ -21,8 +21,19 @@ ROOT = pathlib.Path(os.environ.get("HVD_REPO_ROOT", pathlib.Path(__file__).resol
 RANK_ENV = {"HOROVOD_CPU_OPERATIONS": "gloo", "OMP_NUM_THREADS": "1"}
 
 
+def _case_then_barrier(case, *args):
+    result = case(*args)
+    # A rank that returns exits, and its shutdown stops every peer's engine: a peer still running
+    # its case's last local checks (a bad root rank, say) would get "Horovod has stopped" instead.
+    import horovod.torch as hvd
+
+    if hvd.is_initialized():  # (some cases end with their own shutdown)
+        hvd.barrier()
+    return result
+
+
 def processes(case, np_: int, *args):
-    return horovod.run(case, args=args, np=np_, env=RANK_ENV, start_timeout=120)
+    return horovod.run(_case_then_barrier, args=(case, *args), np=np_, env=RANK_ENV, start_timeout=120)
 
 
 CASES = {
