@@ -4,7 +4,10 @@ Run under the launcher with 1 and with N ranks; rank 0 writes images/s (per rank
 each model to --out. Batch 32, one intra-op thread per rank. hvd and DDP are measured in
 alternating blocks in the same processes, beside the same step with no communication at all
 ("local"): N processes computing side by side on this machine, the most any data-parallel
-framework can reach here (shared cores, caches and memory bandwidth included).
+framework can reach here (shared cores, caches and memory bandwidth included). A fourth row,
+"lockstep", is the local step followed by a 4-byte allreduce: no gradients move, but the ranks
+meet once per step, as every synchronous data-parallel step does. Where step times vary from step
+to step, each rank then waits for the slower one; lockstep measures what that alone costs.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ def mlp() -> nn.Module:
 
 
 MODELS = {"cnn": SmallCNN, "mlp": mlp}
+FRAMEWORKS = ("hvd", "ddp", "local", "lockstep")
 
 
 def make_step(model_name: str, framework: str, args):
@@ -59,14 +63,17 @@ def make_step(model_name: str, framework: str, args):
     elif framework == "ddp":
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
         net = nn.parallel.DistributedDataParallel(model)
-    else:  # "local": each rank trains on its own, nothing is reduced
+    else:  # "local" and "lockstep": each rank trains on its own, nothing is reduced
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
         net = model
+    meeting = torch.zeros(1)
 
     def step() -> None:
         optimizer.zero_grad()
         F.cross_entropy(net(data), target).backward()
         optimizer.step()
+        if framework == "lockstep":
+            hvd.allreduce_(meeting, name="lockstep", op=hvd.Sum)
 
     return step
 
@@ -103,7 +110,7 @@ def main() -> None:
     )
     results = {}
     for model_name in MODELS:
-        steps = {framework: make_step(model_name, framework, args) for framework in ("hvd", "ddp", "local")}
+        steps = {framework: make_step(model_name, framework, args) for framework in FRAMEWORKS}
         measured = images_per_second(steps, args.batch_size, args.warmup, args.iters, args.batches_per_iter)
         for framework, rate in measured.items():
             rates = hvd.allgather(torch.tensor([rate]), name=f"rates.{model_name}.{framework}")
