@@ -18,7 +18,9 @@
 #include "horovod/hvd_backend.h"
 
 const hvd_backend_v1* hvd_backend_v1_get(void);
+const hvd_backend_ext_v1* hvd_backend_ext_v1_get(void);
 static const hvd_backend_v1* B;
+static const hvd_backend_ext_v1* X;
 
 /* ---------------------------------------------------------------------------------------- */
 /* The in-process store: a hash map under one mutex, with a condvar for blocking gets.      */
@@ -322,6 +324,47 @@ static void test_allreduce(rank_ctx* c, hvd_comm* comm, hvd_dtype dt, size_t cou
   free(want);
 }
 
+/* The extension's multi-buffer allreduce: three buffers of `count`, 1 and 2 * `count` elements
+ * (one of them in place), each result as if the three were one buffer; a call that needs scaling
+ * is declined, on every member, and leaves the buffers alone. */
+static void test_allreduce_buffers(rank_ctx* c, hvd_comm* comm, hvd_dtype dt, size_t count) {
+  size_t counts[3], firsts[3], i, b;
+  char *send[3], *recv[3], *want[3];
+  hvd_buffer_pair pairs[3];
+  int op, rc;
+  counts[0] = count, counts[1] = 1, counts[2] = 2 * count;
+  for (b = 0, i = 0; b < 3; i += counts[b], ++b) {
+    firsts[b] = i;
+    send[b] = malloc(counts[b] * esize(dt) + 1);
+    want[b] = malloc(counts[b] * esize(dt) + 1);
+    recv[b] = b == 1 ? send[b] : malloc(counts[b] * esize(dt) + 1);
+  }
+  for (op = 0; op < 4; ++op) {
+    for (b = 0; b < 3; ++b) {
+      for (i = 0; i < counts[b]; ++i)
+        put(dt, want[b], i, reference(dt, (hvd_reduce_op)op, c->n, firsts[b] + i, op));
+      fill(dt, send[b], c->rank, firsts[b], counts[b], op);
+      if (recv[b] != send[b]) memset(recv[b], 0x5A, counts[b] * esize(dt));
+      pairs[b].sendbuf = send[b], pairs[b].recvbuf = recv[b], pairs[b].count = counts[b];
+    }
+    check_rc(c, comm, "allreduce_buffers", dt, X->allreduce_buffers(comm, pairs, 3, dt, (hvd_reduce_op)op, 1.0));
+    for (b = 0; b < 3; ++b)
+      check_bytes(c, "allreduce_buffers", dt, op, counts[b], recv[b], want[b], counts[b] * esize(dt));
+  }
+  memset(recv[0], 0x5A, counts[0] * esize(dt));
+  memcpy(want[0], recv[0], counts[0] * esize(dt));
+  rc = X->allreduce_buffers(comm, pairs, 3, dt, HVD_REDUCE_SUM, 0.5);
+  check(rc == HVD_ERR_UNSUPPORTED && strstr(B->last_error(comm), "scaled") != NULL,
+        "N=%d rank %d: allreduce_buffers with a postscale, dtype=%s: got %d (%s), want it declined",
+        c->n, c->rank, dtype_names[dt], rc, B->last_error(comm));
+  check_bytes(c, "declined allreduce_buffers", dt, -1, counts[0], recv[0], want[0], counts[0] * esize(dt));
+  for (b = 0; b < 3; ++b) {
+    if (recv[b] != send[b]) free(recv[b]);
+    free(send[b]);
+    free(want[b]);
+  }
+}
+
 static void test_reducescatter(rank_ctx* c, hvd_comm* comm, hvd_dtype dt, size_t count) {
   size_t counts[4], total = 0, mine_off = 0, i;
   char *send, *recv, *want;
@@ -515,6 +558,7 @@ static void* rank_main(void* arg) {
   for (dt = 0; dt < HVD_DTYPE_COUNT; ++dt) {
     for (k = 0; k < sizeof counts / sizeof counts[0]; ++k) {
       test_allreduce(c, comm, (hvd_dtype)dt, counts[k]);
+      test_allreduce_buffers(c, comm, (hvd_dtype)dt, counts[k]);
       test_reducescatter(c, comm, (hvd_dtype)dt, counts[k]);
       test_allgatherv(c, comm, (hvd_dtype)dt, counts[k]);
       test_broadcast(c, comm, (hvd_dtype)dt, counts[k]);
@@ -560,6 +604,8 @@ static void test_table(void) {
   check(strcmp(B->name, "example") == 0 && B->version != NULL && B->version[0], "name/version");
   check(B->device_kinds == HVD_DEVICE_CPU && B->capabilities == 0, "device_kinds/capabilities");
   check(B->send == NULL && B->recv == NULL, "send/recv are NULL");
+  check(X != NULL && X->struct_size == sizeof(hvd_backend_ext_v1) && X->allreduce_buffers != NULL,
+        "extension table");
 }
 
 static void test_create_errors(void) {
@@ -608,6 +654,7 @@ static void test_create_errors(void) {
 int main(void) {
   int n;
   B = hvd_backend_v1_get();
+  X = hvd_backend_ext_v1_get();
   test_table();
   test_create_errors();
   for (n = 1; n <= 4; ++n) run_group(n);

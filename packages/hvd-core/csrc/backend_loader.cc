@@ -90,8 +90,10 @@ Status Comm::Allreduce(const void* send, void* recv, size_t count, hvd_dtype dty
   return Check(backend_->api()->allreduce(handle_, send, recv, count, dtype, op), "allreduce");
 }
 Status Comm::AllreduceBuffers(const std::vector<hvd_buffer_pair>& buffers, hvd_dtype dtype, hvd_reduce_op op,
-                              double postscale) {
-  return Check(backend_->allreduce_buffers_(handle_, buffers.data(), buffers.size(), dtype, op, postscale), "allreduce");
+                              double postscale, bool* declined) {
+  const int rc = backend_->allreduce_buffers_(handle_, buffers.data(), buffers.size(), dtype, op, postscale);
+  *declined = rc == HVD_ERR_UNSUPPORTED;
+  return *declined ? Status::Ok() : Check(rc, "allreduce");
 }
 Status Comm::Allgatherv(const void* send, void* recv, const std::vector<size_t>& counts, hvd_dtype dtype) {
   return Check(backend_->api()->allgatherv(handle_, send, recv, counts.data(), dtype), "allgather");

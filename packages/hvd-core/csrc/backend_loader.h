@@ -46,9 +46,10 @@ class Comm {
   const Backend& backend() const { return *backend_; }
 
   Status Allreduce(const void* send, void* recv, size_t count, hvd_dtype dtype, hvd_reduce_op op);
-  // Only where backend().has_allreduce_buffers().
+  // Only where backend().has_allreduce_buffers(). Sets *declined, and does nothing else, where the
+  // backend leaves this call to the engine (HVD_ERR_UNSUPPORTED, on every member alike).
   Status AllreduceBuffers(const std::vector<hvd_buffer_pair>& buffers, hvd_dtype dtype, hvd_reduce_op op,
-                          double postscale);
+                          double postscale, bool* declined);
   Status Allgatherv(const void* send, void* recv, const std::vector<size_t>& counts, hvd_dtype dtype);
   Status Broadcast(void* buf, size_t count, hvd_dtype dtype, int32_t root);
   Status Alltoallv(const void* send, const std::vector<size_t>& send_counts, void* recv,

@@ -204,7 +204,10 @@ Status Executor::Allreduce(ProcessSet& ps, const Response& r, std::vector<std::u
   // A prescale changes the input, which only a copy may; tensors sharing memory (the same tensor
   // twice in a group) would read each other's results: such batches take the path below.
   if (ps.comm->backend().has_allreduce_buffers() && r.prescale == 1.0 && !SharesMemory(entries, esize)) {
-    return AllreduceWhereTheyAre(ps, r, entries, op, post);
+    bool declined = false;
+    Status st = AllreduceWhereTheyAre(ps, r, entries, op, post, &declined);
+    if (!declined) return st;
+    ++stats_.declined_buffer_calls;  // the backend left it to the paths below, on every member
   }
 
   if (entries.size() == 1) {  // unfused: reduce in the caller's output buffer, no extra copy
@@ -273,7 +276,7 @@ Status Executor::Allreduce(ProcessSet& ps, const Response& r, std::vector<std::u
 
 Status Executor::AllreduceWhereTheyAre(ProcessSet& ps, const Response& r,
                                        std::vector<std::unique_ptr<TensorEntry>>& entries, hvd_reduce_op op,
-                                       double post) {
+                                       double post, bool* declined) {
   std::vector<hvd_buffer_pair> buffers;
   buffers.reserve(entries.size());
   std::vector<std::vector<uint8_t>> neutral;  // what a joined rank contributes for tensors it lacks
@@ -287,7 +290,7 @@ Status Executor::AllreduceWhereTheyAre(ProcessSet& ps, const Response& r,
     hvd::fill_identity(r.dtype, op, neutral.back().data(), count);
     buffers.push_back({neutral.back().data(), neutral.back().data(), count});
   }
-  return ps.comm->AllreduceBuffers(buffers, r.dtype, op, post);
+  return ps.comm->AllreduceBuffers(buffers, r.dtype, op, post, declined);
 }
 
 Status Executor::Allgather(ProcessSet& ps, const Response& r, TensorEntry* e) {

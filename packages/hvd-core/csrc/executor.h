@@ -18,6 +18,7 @@ struct ExecutionStats {
   std::atomic<uint64_t> backend_calls[kOpTypeCount] = {};  // data movement calls, by op type
   std::atomic<uint64_t> tensors{0};
   std::atomic<uint64_t> fused_batches{0};  // allreduce calls that carried more than one tensor
+  std::atomic<uint64_t> declined_buffer_calls{0};  // multi-buffer allreduces the backend handed back
 };
 
 // Called with each finished entry; the engine releases its name and completes its handle.
@@ -45,7 +46,7 @@ class Executor {
   // Through a backend that reduces several buffers, scaled, in one call: each tensor is read and
   // written where it is, with no fusion buffer and no scaling pass of the engine's.
   Status AllreduceWhereTheyAre(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries,
-                               hvd_reduce_op op, double post);
+                               hvd_reduce_op op, double post, bool* declined);
   Status Allgather(ProcessSet& ps, const Response& r, TensorEntry* e);
   Status Broadcast(ProcessSet& ps, const Response& r, TensorEntry* e);
   Status Alltoall(ProcessSet& ps, const Response& r, TensorEntry* e);

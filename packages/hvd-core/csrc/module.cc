@@ -398,6 +398,7 @@ NB_MODULE(_core, m) {
         d["inline_reductions"] = n.inline_reductions.load();
         d["tensors"] = x.tensors.load();
         d["fused_batches"] = x.fused_batches.load();
+        d["declined_buffer_calls"] = x.declined_buffer_calls.load();
         nb::dict calls;
         for (int t = 0; t < kOpTypeCount; ++t) calls[OpTypeName((OpType)t)] = x.backend_calls[t].load();
         d["backend_calls"] = calls;

@@ -1,8 +1,9 @@
 /*
  * store_backend.c: the "example" collective backend, a template for third-party backends.
  *
- * It implements hvd_backend_v1 (horovod/hvd_backend.h) in plain C99 and moves every byte through
- * the key-value store that the engine hands to comm_create. That makes it transport-free: it is
+ * It implements hvd_backend_v1 (horovod/hvd_backend.h), and part of the optional hvd_backend_ext_v1,
+ * in plain C99, and moves every byte through the key-value store that the engine hands to
+ * comm_create. That makes it transport-free: it is
  * correct for any number of ranks whether they are threads in one process (the engine's in-memory
  * store) or processes (the launcher's rendezvous store). It is also slow, so it serves as a
  * template and a test fixture, never as a production backend.
@@ -662,6 +663,55 @@ static int barrier(hvd_comm* comm) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* Optional extension: the multi-buffer allreduce                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+/* hvd_backend_ext_v1's allreduce_buffers, for unscaled results only. Scaling must follow
+ * hvd::scale's arithmetic, a C++ header this C backend does not use, so a call with a postscale
+ * is declined: HVD_ERR_UNSUPPORTED, before any communication and on what every member passes
+ * alike, hands it back to the engine, which then fuses the buffers, calls allreduce and scales.
+ * The store takes one value per member, so the buffers travel packed, as one contribution: this
+ * shows the contract, not a saving. A backend with a transport of its own would read and write
+ * each buffer where it is. */
+static int allreduce_buffers(hvd_comm* comm, const hvd_buffer_pair* buffers, size_t n,
+                             hvd_dtype dtype, hvd_reduce_op op, double postscale) {
+  static const char* what = "allreduce_buffers";
+  size_t elem, total = 0, offset = 0, i;
+  unsigned char* packed;
+  uint64_t seq;
+  int64_t deadline;
+  int rc;
+  REQUIRE_COMM(comm);
+  TRY(check_dtype(comm, what, dtype));
+  TRY(check_op(comm, what, op));
+  if (postscale != 1.0)
+    return fail(comm, HVD_ERR_UNSUPPORTED, "%s: scaled results are left to the engine", what);
+  if (buffers == NULL && n > 0)
+    return fail(comm, HVD_ERR_INVALID_ARGUMENT, "%s: buffers is NULL but n is %zu", what, n);
+  elem = dtype_size(dtype);
+  for (i = 0; i < n; ++i) {
+    TRY(check_buffer(comm, what, "a sendbuf", buffers[i].sendbuf, buffers[i].count, elem));
+    TRY(check_buffer(comm, what, "a recvbuf", buffers[i].recvbuf, buffers[i].count, elem));
+    if (buffers[i].count > SIZE_MAX / elem - total)
+      return fail(comm, HVD_ERR_INVALID_ARGUMENT, "%s: the buffers' total overflows size_t", what);
+    total += buffers[i].count;
+  }
+  packed = malloc(total ? total * elem : 1);
+  if (packed == NULL) return fail(comm, HVD_ERR_INTERNAL, "%s: out of memory", what);
+  for (i = 0; i < n; offset += buffers[i].count, ++i)
+    move_bytes(packed + offset * elem, buffers[i].sendbuf, buffers[i].count * elem);
+  seq = comm->seq++;
+  deadline = now_ms() + comm->timeout_ms;
+  rc = publish(comm, what, data_key(comm, seq, comm->rank, -1), packed, total * elem);
+  if (rc == HVD_OK)
+    rc = fold_in_rank_order(comm, what, seq, -1, packed, packed, total, dtype, op, deadline);
+  for (i = 0, offset = 0; rc == HVD_OK && i < n; offset += buffers[i].count, ++i)
+    move_bytes(buffers[i].recvbuf, packed + offset * elem, buffers[i].count * elem);
+  free(packed);
+  return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* Entry point                                                                                  */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -688,3 +738,11 @@ static const hvd_backend_v1 kBackend = {
 };
 
 HVD_BACKEND_EXPORT const hvd_backend_v1* hvd_backend_v1_get(void) { return &kBackend; }
+
+static const hvd_backend_ext_v1 kExtensions = {
+    .struct_size = (uint32_t)sizeof(hvd_backend_ext_v1),
+    .reserved = 0,
+    .allreduce_buffers = allreduce_buffers,
+};
+
+HVD_BACKEND_EXPORT const hvd_backend_ext_v1* hvd_backend_ext_v1_get(void) { return &kExtensions; }

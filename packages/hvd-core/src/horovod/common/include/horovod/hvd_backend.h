@@ -177,7 +177,12 @@ typedef struct hvd_backend_ext_v1 {
    * hvd::scale's arithmetic (hvd_reduce.hpp). This is what the engine does otherwise around
    * allreduce for fused tensors and averages: a copy into one buffer, the call, a scaling pass and
    * a copy back; a backend that moves data itself can read and write the tensors directly. NULL
-   * when not implemented. */
+   * when not implemented.
+   *
+   * A backend may implement it for some calls only: returning HVD_ERR_UNSUPPORTED hands the call
+   * back to the engine, which then does the above around `allreduce`. It must decline before
+   * communicating, and decide from what every member passes alike (n, the counts, dtype, op,
+   * postscale), so that all members take the same path. */
   int (*allreduce_buffers)(hvd_comm* comm, const hvd_buffer_pair* buffers, size_t n, hvd_dtype dtype,
                            hvd_reduce_op op, double postscale);
 } hvd_backend_ext_v1;
