@@ -182,11 +182,15 @@ std::shared_ptr<HandleState> Engine::Enqueue(std::unique_ptr<TensorEntry> e) {
   auto handle = std::make_shared<HandleState>(bell_);
   e->handle = handle;
   e->enqueued_us = NowMicros();
-  // Only the first of a burst wakes the loop, which then waits for the rest (AwaitWork).
-  bool wake = queue_.empty() && loop_waiting_;
+  // Only the first of a burst wakes the loop, which then waits for the rest (AwaitWork), and only
+  // if the loop would otherwise sleep past the burst's cycle: waking a thread costs the caller tens
+  // of microseconds on a virtual machine, for each gradient of a backward pass. A caller that
+  // blocks rings the bell, which wakes the loop whatever its deadline.
+  bool wake = false;
   if (queue_.empty()) {
     first_enqueue_ = std::chrono::steady_clock::now();
     rings_at_first_enqueue_ = bell_->rings();
+    wake = loop_waiting_ && loop_wakes_at_ > first_enqueue_ + cycle_;
   }
   queue_.push_back(std::move(e));
   lk.unlock();
@@ -289,6 +293,7 @@ void Engine::AwaitWork(std::unique_lock<std::mutex>& lk, std::chrono::microsecon
     const auto now = std::chrono::steady_clock::now();
     if (queue_.empty()) {
       if (now >= idle_deadline) break;
+      loop_wakes_at_ = idle_deadline;
       cv_.wait_until(lk, idle_deadline);
       continue;  // a first operation may have arrived just as the wait timed out
     }

@@ -138,6 +138,7 @@ class Engine {
   bool running_ = false;
   bool shutdown_requested_ = false;
   bool loop_waiting_ = false;  // the loop sleeps on cv_: only then does Enqueue need to wake it
+  std::chrono::steady_clock::time_point loop_wakes_at_;  // when it wakes by itself, while queue_ is empty
   std::chrono::steady_clock::time_point first_enqueue_;  // of the operations now in queue_
   uint64_t rings_at_first_enqueue_ = 0;                    // bell_->rings() then
   Status stop_status_;
