@@ -310,7 +310,7 @@ Status Executor::Allgather(ProcessSet& ps, const Response& r, TensorEntry* e) {
     total_rows += rows[i];
   }
   auto out = std::make_shared<Buffer>((size_t)(total_rows * row) * esize);
-  st = ps.comm->Allgatherv(e ? e->input.data : nullptr, out->data.get(), counts, r.dtype);
+  st = ps.comm->Allgatherv(e ? e->input.data : nullptr, out->data(), counts, r.dtype);
   if (!st.ok() || !e) return st;
   e->handle->output = out;
   e->handle->output_dtype = r.dtype;
@@ -359,7 +359,7 @@ Status Executor::Alltoall(ProcessSet& ps, const Response& r, TensorEntry* e) {
     total_rows += recv_splits[i];
   }
   auto out = std::make_shared<Buffer>((size_t)(total_rows * row) * esize);
-  st = ps.comm->Alltoallv(e ? e->input.data : nullptr, send_counts, out->data.get(), recv_counts, r.dtype);
+  st = ps.comm->Alltoallv(e ? e->input.data : nullptr, send_counts, out->data(), recv_counts, r.dtype);
   if (!st.ok() || !e) return st;
   e->handle->output = out;
   e->handle->output_dtype = r.dtype;
@@ -394,9 +394,9 @@ Status Executor::Reducescatter(ProcessSet& ps, const Response& r, TensorEntry* e
   }
   auto out = std::make_shared<Buffer>(counts[ps.my_rank] * esize);
   ++stats_.backend_calls[(int)OpType::kReducescatter];
-  Status st = ps.comm->Reducescatter(send, out->data.get(), counts, r.dtype, op);
+  Status st = ps.comm->Reducescatter(send, out->data(), counts, r.dtype, op);
   if (!st.ok() || !e) return st;
-  Scale(r.dtype, out->data.get(), counts[ps.my_rank], EffectivePostscale(r, n));
+  Scale(r.dtype, out->data(), counts[ps.my_rank], EffectivePostscale(r, n));
   e->handle->output = out;
   e->handle->output_dtype = r.dtype;
   e->handle->output_shape = shape;

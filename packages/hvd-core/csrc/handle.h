@@ -10,15 +10,9 @@
 #include <vector>
 
 #include "common.h"
+#include "output_buffer.h"
 
 namespace hvdcore {
-
-// Engine-allocated output (allgather, alltoall, reducescatter): sizes known only after negotiation.
-struct Buffer {
-  explicit Buffer(size_t n) : bytes(n), data(new uint8_t[n ? n : 1]) {}
-  size_t bytes;
-  std::unique_ptr<uint8_t[]> data;
-};
 
 // What an engine's loop learns from its callers: how many are blocked waiting for a result, and a
 // wake-up as soon as one starts to. While a caller is blocked, its core is free for the engine to

@@ -184,11 +184,11 @@ nb::object OutputOf(HandleState& h, bool raw) {
   auto* keep = new std::shared_ptr<Buffer>(h.output);
   nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<Buffer>*>(p); });
   if (raw) {
-    size_t n = h.output->bytes;
-    return nb::cast(nb::ndarray<nb::numpy, uint8_t>(h.output->data.get(), 1, &n, owner));
+    size_t n = h.output->bytes();
+    return nb::cast(nb::ndarray<nb::numpy, uint8_t>(h.output->data(), 1, &n, owner));
   }
   std::vector<size_t> shape(h.output_shape.begin(), h.output_shape.end());
-  return nb::cast(nb::ndarray<>(h.output->data.get(), shape.size(), shape.data(), owner, nullptr,
+  return nb::cast(nb::ndarray<>(h.output->data(), shape.size(), shape.data(), owner, nullptr,
                                 DlpackDtype(h.output_dtype)));
 }
 

@@ -1,0 +1,40 @@
+#include "output_buffer.h"
+
+#include <new>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+namespace hvdcore {
+
+Buffer::Buffer(size_t bytes) : bytes_(bytes) {
+#if defined(MADV_HUGEPAGE)
+  if (bytes >= kHugePage) {
+    // One huge page more than needed, so that an aligned start leaves room for whole huge pages.
+    const size_t whole = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+    void* p = mmap(nullptr, whole + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    mapping_ = p;
+    mapped_ = whole + kHugePage;
+    const uintptr_t start = (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) / kHugePage * kHugePage;
+    data_ = reinterpret_cast<uint8_t*>(start);
+    // Advice only: without transparent huge pages the mapping works in small pages, as the heap's.
+    madvise(data_, whole, MADV_HUGEPAGE);
+    return;
+  }
+#endif
+  data_ = new uint8_t[bytes ? bytes : 1];
+}
+
+Buffer::~Buffer() {
+#if defined(MADV_HUGEPAGE)
+  if (mapping_) {
+    munmap(mapping_, mapped_);
+    return;
+  }
+#endif
+  delete[] data_;
+}
+
+}  // namespace hvdcore
