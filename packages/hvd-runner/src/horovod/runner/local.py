@@ -221,7 +221,7 @@ class LocalJob:
         first: RankExit | None = None
         while len(self._exits) < len(self._procs):
             try:
-                rank, returncode, ended = self._events.get(timeout=0.5)
+                rank, returncode, ended = self._next_exit(timeout=0.5)
             except queue.Empty:
                 self._notice_stopped_ranks()
                 continue
@@ -295,10 +295,20 @@ class LocalJob:
         """Records exits of ``ranks`` until all have exited or ``until`` (monotonic) passes."""
         while ranks - set(self._exits) and time.monotonic() < until and not self._hurry.is_set():
             try:
-                rank, returncode, ended = self._events.get(timeout=0.05)
+                rank, returncode, ended = self._next_exit(timeout=0.05)
             except queue.Empty:
                 continue
             self._record(rank, returncode, ended)
+
+    def _next_exit(self, timeout: float) -> tuple[int, int, float]:
+        """The next rank exit from the waiter threads; queue.Empty after ``timeout`` seconds.
+
+        A Ctrl-C raised inside the queue's locking could leave its lock held, and stopping the
+        ranks, which reads the same queue, would then hang for good: a signal that arrives while
+        this waits is delivered once get() has returned, within ``timeout``.
+        """
+        with _DeferSignals(self._hurry, redeliver=True):
+            return self._events.get(timeout=timeout)
 
     def _stop(self, ranks: set[int]) -> None:
         """SIGTERM to the process groups of ``ranks``, SIGKILL to those still alive after the grace period.
