@@ -1,5 +1,6 @@
 #include "output_buffer.h"
 
+#include <cstdint>
 #include <new>
 
 #if defined(__linux__)
@@ -11,6 +12,7 @@ namespace hvdcore {
 Buffer::Buffer(size_t bytes) : bytes_(bytes) {
 #if defined(MADV_HUGEPAGE)
   if (bytes >= kHugePage) {
+    if (bytes > SIZE_MAX - 2 * kHugePage) throw std::bad_alloc();  // the sizes below would wrap
     // One huge page more than needed, so that an aligned start leaves room for whole huge pages.
     const size_t whole = (bytes + kHugePage - 1) / kHugePage * kHugePage;
     void* p = mmap(nullptr, whole + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

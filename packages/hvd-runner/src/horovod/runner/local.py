@@ -142,7 +142,10 @@ class LocalJob:
         self._grace_s = grace_s
         self._start_timeout_s = start_timeout_s
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
-        self._events: queue.Queue[tuple[int, int, float]] = queue.Queue()
+        # Rank exits from the waiter threads. A SimpleQueue's get() is C code that takes no lock a
+        # Ctrl-C could leave held (queue.Queue's Python-level locking can), and an interrupted get()
+        # takes no item: stopping the ranks after a signal reads this same queue.
+        self._events: queue.SimpleQueue[tuple[int, int, float]] = queue.SimpleQueue()
         self._exits: dict[int, RankExit] = {}
         self._hurry = threading.Event()
 
@@ -221,7 +224,7 @@ class LocalJob:
         first: RankExit | None = None
         while len(self._exits) < len(self._procs):
             try:
-                rank, returncode, ended = self._next_exit(timeout=0.5)
+                rank, returncode, ended = self._events.get(timeout=0.5)
             except queue.Empty:
                 self._notice_stopped_ranks()
                 continue
@@ -295,20 +298,10 @@ class LocalJob:
         """Records exits of ``ranks`` until all have exited or ``until`` (monotonic) passes."""
         while ranks - set(self._exits) and time.monotonic() < until and not self._hurry.is_set():
             try:
-                rank, returncode, ended = self._next_exit(timeout=0.05)
+                rank, returncode, ended = self._events.get(timeout=0.05)
             except queue.Empty:
                 continue
             self._record(rank, returncode, ended)
-
-    def _next_exit(self, timeout: float) -> tuple[int, int, float]:
-        """The next rank exit from the waiter threads; queue.Empty after ``timeout`` seconds.
-
-        A Ctrl-C raised inside the queue's locking could leave its lock held, and stopping the
-        ranks, which reads the same queue, would then hang for good: a signal that arrives while
-        this waits is delivered once get() has returned, within ``timeout``.
-        """
-        with _DeferSignals(self._hurry, redeliver=True):
-            return self._events.get(timeout=timeout)
 
     def _stop(self, ranks: set[int]) -> None:
         """SIGTERM to the process groups of ``ranks``, SIGKILL to those still alive after the grace period.
