@@ -274,7 +274,13 @@ def test_interrupting_the_launcher_stops_every_rank(signum: int, job_env: dict[s
         pids = reported_pids(lines, "pid") + reported_pids(lines, "child")
         assert len(pids) == 6
         proc.send_signal(signum)
-        assert proc.wait(timeout=60) == 128 + signum
+        try:
+            returncode = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)  # the launcher prints its threads' stacks
+            time.sleep(2)
+            raise AssertionError("the launcher did not end; its stderr:\n" + "\n".join(err.lines)) from None
+        assert returncode == 128 + signum
         stderr = "\n".join(err.rest())
         assert "every rank was stopped" in stderr
         assert_all_gone([*pids, proc.pid])

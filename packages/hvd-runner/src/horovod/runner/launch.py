@@ -7,6 +7,7 @@ when interrupted by SIGINT / SIGTERM / SIGHUP (after stopping every rank).
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import signal
 import sys
@@ -79,6 +80,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from horovod.runner.job import run_job
     from horovod.runner.local import LaunchError
 
+    # `kill -USR1 <launcher pid>` prints every thread's stack to stderr: what a launcher that does
+    # not end is waiting for.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     previous = {}
     for signum in (signal.SIGTERM, signal.SIGHUP):
         previous[signum] = signal.signal(signum, _raise_terminated)
