@@ -267,6 +267,7 @@ def test_interrupting_the_launcher_stops_every_rank(signum: int, job_env: dict[s
         stdin=subprocess.DEVNULL,
         text=True,
         start_new_session=True,  # a signal for the launcher only, as a terminal's Ctrl-C would be
+        preexec_fn=_as_a_foreground_job,
     ) as proc, _killed_at_exit(proc):
         out = LineReader(proc.stdout)  # type: ignore[arg-type]
         err = LineReader(proc.stderr)  # type: ignore[arg-type]
@@ -278,12 +279,18 @@ def test_interrupting_the_launcher_stops_every_rank(signum: int, job_env: dict[s
             returncode = proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGUSR1)  # the launcher prints its threads' stacks
-            time.sleep(2)
-            raise AssertionError("the launcher did not end; its stderr:\n" + "\n".join(err.lines)) from None
+            raise AssertionError("the launcher did not end; its stderr:\n" + "\n".join(err.rest(timeout=2))) from None
         assert returncode == 128 + signum
         stderr = "\n".join(err.rest())
         assert "every rank was stopped" in stderr
         assert_all_gone([*pids, proc.pid])
+
+
+def _as_a_foreground_job() -> None:
+    """SIGINT at its default, as a terminal gives it to the command it runs. A shell starts a
+    background command of a script with SIGINT ignored, and the launcher, as any program, keeps an
+    ignored SIGINT: this test would otherwise depend on how its own run was started."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @contextlib.contextmanager
