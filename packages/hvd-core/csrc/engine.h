@@ -94,9 +94,10 @@ class Engine {
   // (after the first of them was submitted), and one cycle time after the first of them at the
   // latest. A caller submits many operations at once (a fusion round, the gradients of a backward
   // pass) one every few microseconds: a cycle started at the first would negotiate them over
-  // several cycles, taking the core the caller submits from. A caller that blocks has submitted everything it will for now. (A caller that polls
-  // instead, or a backward pass that submits while it computes, sees its work start within one
-  // cycle time, as Horovod's loop, which sleeps out each cycle, does.)
+  // several cycles, taking the core the caller submits from. A caller that blocks has submitted
+  // everything it will for now. (A caller that polls instead, or a backward pass that submits
+  // while it computes, sees its work start within one cycle time, as Horovod's loop, which sleeps
+  // out each cycle, does.)
   void AwaitWork(std::unique_lock<std::mutex>& lk, std::chrono::microseconds wait);
   static constexpr std::chrono::microseconds kWatchForCaller{50};
   // Why the loop stopped: it decides what the error says and whether the launcher is asked.

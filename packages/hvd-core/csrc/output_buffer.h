@@ -23,7 +23,6 @@ class Buffer {
 
   uint8_t* data() const { return data_; }
   size_t bytes() const { return bytes_; }
-  bool in_huge_pages() const { return mapping_ != nullptr; }  // mapped, and asked for huge pages
 
   // Outputs at least this large are mapped; their start is aligned to it, as huge pages need.
   static constexpr size_t kHugePage = size_t{2} << 20;

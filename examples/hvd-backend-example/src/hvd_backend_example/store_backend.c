@@ -3,9 +3,9 @@
  *
  * It implements hvd_backend_v1 (horovod/hvd_backend.h), and part of the optional hvd_backend_ext_v1,
  * in plain C99, and moves every byte through the key-value store that the engine hands to
- * comm_create. That makes it transport-free: it is
- * correct for any number of ranks whether they are threads in one process (the engine's in-memory
- * store) or processes (the launcher's rendezvous store). It is also slow, so it serves as a
+ * comm_create. That makes it transport-free: it is correct for any number of ranks whether they
+ * are threads in one process (the engine's in-memory store) or processes (the launcher's
+ * rendezvous store). It is also slow, so it serves as a
  * template and a test fixture, never as a production backend.
  *
  * Protocol. Each collective takes the next per-communicator sequence number `seq`. A member
@@ -670,7 +670,7 @@ static int barrier(hvd_comm* comm) {
  * hvd::scale's arithmetic, a C++ header this C backend does not use, so a call with a postscale
  * is declined: HVD_ERR_UNSUPPORTED, before any communication and on what every member passes
  * alike, hands it back to the engine, which then fuses the buffers, calls allreduce and scales.
- * The store takes one value per member, so the buffers travel packed, as one contribution: this
+ * The store takes one value per member, so the buffers travel packed, through allreduce: this
  * shows the contract, not a saving. A backend with a transport of its own would read and write
  * each buffer where it is. */
 static int allreduce_buffers(hvd_comm* comm, const hvd_buffer_pair* buffers, size_t n,
@@ -678,8 +678,6 @@ static int allreduce_buffers(hvd_comm* comm, const hvd_buffer_pair* buffers, siz
   static const char* what = "allreduce_buffers";
   size_t elem, total = 0, offset = 0, i;
   unsigned char* packed;
-  uint64_t seq;
-  int64_t deadline;
   int rc;
   REQUIRE_COMM(comm);
   TRY(check_dtype(comm, what, dtype));
@@ -700,11 +698,7 @@ static int allreduce_buffers(hvd_comm* comm, const hvd_buffer_pair* buffers, siz
   if (packed == NULL) return fail(comm, HVD_ERR_INTERNAL, "%s: out of memory", what);
   for (i = 0; i < n; offset += buffers[i].count, ++i)
     move_bytes(packed + offset * elem, buffers[i].sendbuf, buffers[i].count * elem);
-  seq = comm->seq++;
-  deadline = now_ms() + comm->timeout_ms;
-  rc = publish(comm, what, data_key(comm, seq, comm->rank, -1), packed, total * elem);
-  if (rc == HVD_OK)
-    rc = fold_in_rank_order(comm, what, seq, -1, packed, packed, total, dtype, op, deadline);
+  rc = allreduce(comm, packed, packed, total, dtype, op);
   for (i = 0, offset = 0; rc == HVD_OK && i < n; offset += buffers[i].count, ++i)
     move_bytes(buffers[i].recvbuf, packed + offset * elem, buffers[i].count * elem);
   free(packed);
