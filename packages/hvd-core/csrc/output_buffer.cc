@@ -21,8 +21,7 @@ Buffer::Buffer(size_t bytes) : bytes_(bytes) {
     mapped_ = whole + kHugePage;
     const uintptr_t start = (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) / kHugePage * kHugePage;
     data_ = reinterpret_cast<uint8_t*>(start);
-    // Advice only: without transparent huge pages the mapping works in small pages, as the heap's.
-    madvise(data_, whole, MADV_HUGEPAGE);
+    AdviseHugePages(data_, whole);
     return;
   }
 #endif
@@ -37,6 +36,23 @@ Buffer::~Buffer() {
   }
 #endif
   delete[] data_;
+}
+
+size_t AdviseHugePages(void* data, size_t bytes) {
+#if defined(MADV_HUGEPAGE)
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
+  if (bytes < Buffer::kHugePage || begin > UINTPTR_MAX - bytes) return 0;
+  // Only whole huge pages: advice on a partial one would split the mapping for nothing.
+  const uintptr_t first = (begin + Buffer::kHugePage - 1) / Buffer::kHugePage * Buffer::kHugePage;
+  const uintptr_t last = (begin + bytes) / Buffer::kHugePage * Buffer::kHugePage;
+  if (last <= first) return 0;
+  if (madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE) != 0) return 0;
+  return last - first;
+#else
+  (void)data;
+  (void)bytes;
+  return 0;
+#endif
 }
 
 }  // namespace hvdcore

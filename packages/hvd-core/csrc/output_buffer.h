@@ -1,11 +1,15 @@
-// Memory for an engine-allocated output (allgather, alltoall, reducescatter): its size is known only
-// after negotiation, and the caller's framework takes it over (DLPack) and frees it with the tensor.
+// Memory for outputs in huge pages.
 //
-// A large output is mapped in huge pages where the kernel gives them on request
-// (transparent_hugepage=madvise, a common default). A fresh 64 MiB buffer otherwise takes 16,384
-// page faults as the collective first writes it, and on a virtual machine those cost more than the
-// copies: allocating and filling 64 MiB took 44 ms here, against 11 ms in huge pages and 6 ms to
-// fill memory already mapped. Small outputs come from the heap, which reuses memory.
+// A fresh 64 MiB buffer takes 16,384 page faults as the collective first writes it, and on a virtual
+// machine those cost more than the copies: allocating and filling 64 MiB took 44 ms here, against
+// 11 ms in huge pages and 6 ms to fill memory already mapped. The kernel gives huge pages on request
+// where transparent_hugepage=madvise, a common default; with it off, all of this is advice ignored.
+//
+// - Buffer: an engine-allocated output (allgather, alltoall, reducescatter), whose size is known
+//   only after negotiation; the caller's framework takes it over (DLPack) and frees it with the
+//   tensor. Large ones are mapped in huge pages; small ones come from the heap, which reuses memory.
+// - AdviseHugePages: an output the framework has just allocated (an out-of-place allreduce or
+//   broadcast), which the collective is about to write for the first time.
 #pragma once
 
 #include <cstddef>
@@ -33,5 +37,10 @@ class Buffer {
   void* mapping_ = nullptr;  // the whole mapping, of mapped_ bytes, when not from the heap
   size_t mapped_ = 0;
 };
+
+// Asks for huge pages under the whole 2 MiB pages inside [data, data + bytes), for memory about to be
+// written for the first time; the pages at its ends stay as they are. Returns the bytes advised: 0
+// when the range holds no whole huge page, or the kernel refused the advice (harmless either way).
+size_t AdviseHugePages(void* data, size_t bytes);
 
 }  // namespace hvdcore

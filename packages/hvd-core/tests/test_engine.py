@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 import warnings
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 import horovod.common as hvd
-from horovod.common import basics
+from horovod.common import _core, basics
 from horovod.common.testing import ClusterError, run_cluster
 
 
@@ -374,6 +375,67 @@ def test_large_engine_allocated_outputs_start_on_a_huge_page_and_are_given_back(
             "small": 4 * sum(range(1, n + 1)),
         }
         assert result["grown"] < 64 << 20, result["grown"]
+
+
+def _vm_flags(address: int) -> list[str]:
+    """The VmFlags of the mapping holding ``address`` (/proc/self/smaps); "hg": huge pages advised."""
+    inside = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                start, end = (int(x, 16) for x in head.split("-"))
+                inside = start <= address < end
+            elif inside and head == "VmFlags:":
+                return line.split()[1:]
+    raise AssertionError(f"no mapping holds {address:#x}")
+
+
+def _separate_outputs_in_fresh_memory() -> dict:
+    import mmap
+
+    hvd.init()
+    engine = basics.context().engine
+    huge, elements = 2 << 20, 3 << 20  # 12 MiB of float32
+    flags = {}
+    for name, inplace, count in (("separate", False, elements), ("in_place", True, elements), ("small", False, 1 << 18)):
+        # Private anonymous mappings of their own, as a large malloc gives: small pages until advised.
+        private = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+        source_region, output_region = mmap.mmap(-1, count * 4, private), mmap.mmap(-1, count * 4, private)
+        source = np.frombuffer(source_region, np.float32)
+        output = np.frombuffer(output_region, np.float32)
+        source[:] = hvd.rank() + 1
+        handle = engine.enqueue(
+            _core.OP_ALLREDUCE, name, (source.ctypes.data, source.nbytes), _core.DTYPE_FLOAT32, [count],
+            None if inplace else (output.ctypes.data, output.nbytes), op=hvd.Sum, inplace=inplace,
+        )
+        handle.wait()
+        result = source if inplace else output
+        assert result.min() == result.max() == sum(range(1, hvd.size() + 1)), name
+        # Where the advice would be: the first whole huge page of each buffer, or its start if it
+        # holds none.
+        def where(array: np.ndarray) -> int:
+            first = (array.ctypes.data + huge - 1) // huge * huge
+            return first if first + huge <= array.ctypes.data + array.nbytes else array.ctypes.data
+
+        flags[name] = {"input": _vm_flags(where(source)), "output": _vm_flags(where(output))}
+        del source, output, result
+        source_region.close()
+        output_region.close()
+    return flags
+
+
+@pytest.mark.skipif(
+    not os.path.exists("/sys/kernel/mm/transparent_hugepage/enabled"), reason="this kernel has no transparent huge pages"
+)
+def test_large_separate_outputs_are_advised_into_huge_pages_before_the_collective_writes_them() -> None:
+    """A separate output is memory the framework has just allocated for the result: from 2 MiB on,
+    the engine advises huge pages under it, since the collective writes it first. Inputs, in-place
+    buffers and small outputs are left as they are."""
+    for flags in run_cluster(_separate_outputs_in_fresh_memory, 2):
+        assert "hg" in flags["separate"]["output"], flags
+        for kept in (flags["separate"]["input"], flags["in_place"]["input"], flags["small"]["output"]):
+            assert "hg" not in kept, flags
 
 
 def test_in_place_allreduce_and_broadcast_write_into_the_input() -> None:
