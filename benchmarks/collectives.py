@@ -16,19 +16,21 @@ import torch
 import torch.distributed as dist
 
 import horovod.torch as hvd
-from stats import load_average, measure, measure_alternating
+from stats import OUT_OF_PLACE, load_average, measure, measure_alternating
 
 MiB = 1024 * 1024
 
 
 def busbw_factor(op: str, n: int) -> float:
     """Bus bandwidth / algorithm bandwidth, as nccl-tests defines it."""
-    return 2 * (n - 1) / n if op == "allreduce" else (n - 1) / n if op != "broadcast" else 1.0
+    return 2 * (n - 1) / n if op in ("allreduce", OUT_OF_PLACE) else (n - 1) / n if op != "broadcast" else 1.0
 
 
 def hvd_op(op: str, tensor: torch.Tensor, name: str):
     if op == "allreduce":
         return lambda: hvd.allreduce_(tensor, name=name, op=hvd.Sum)
+    if op == OUT_OF_PLACE:
+        return lambda: hvd.allreduce(tensor, name=name, op=hvd.Sum)
     if op == "allgather":
         return lambda: hvd.allgather(tensor, name=name)
     if op == "broadcast":
@@ -43,6 +45,8 @@ def hvd_op(op: str, tensor: torch.Tensor, name: str):
 def torch_op(op: str, tensor: torch.Tensor, n: int):
     if op == "allreduce":
         return lambda: dist.all_reduce(tensor)
+    if op == OUT_OF_PLACE:
+        return lambda: dist.all_reduce(tensor.clone())
     if op == "allgather":
         outputs = [torch.empty_like(tensor) for _ in range(n)]
         return lambda: dist.all_gather(outputs, tensor)
@@ -166,7 +170,7 @@ def main() -> None:
     init_torch_gloo(rank, n)
     results: list = []
     sweep(results, "allreduce", allreduce_sizes(args.max_bytes), n, args.repeats)
-    for op in ("allgather", "broadcast", "reducescatter", "alltoall"):
+    for op in (OUT_OF_PLACE, "allgather", "broadcast", "reducescatter", "alltoall"):
         sweep(results, op, [4 * 1024, MiB, 64 * MiB], n, args.repeats)
     latency(results, args.repeats)
     fusion_round(results, n, args.repeats)

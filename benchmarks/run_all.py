@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from stats import fmt_time, human_bytes, load_average
+from stats import OUT_OF_PLACE, fmt_time, human_bytes, load_average
 
 HERE = Path(__file__).resolve().parent
 # The ranks of these runs share one host: hvd's Gloo backend connects them through shared memory,
@@ -74,7 +74,7 @@ def collectives_table(data: dict, transport: str) -> list[str]:
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in data["results"]:
-        if r["bench"] not in ("allreduce", "allgather", "broadcast", "reducescatter", "alltoall"):
+        if r["bench"] not in ("allreduce", OUT_OF_PLACE, "allgather", "broadcast", "reducescatter", "alltoall"):
             continue
         algbw = lambda s: r["bytes"] / s["median"]  # noqa: E731
         bus_h, bus_t = algbw(r["hvd"]) * r["busbw_factor"], algbw(r["torch"]) * r["busbw_factor"]

@@ -7,6 +7,10 @@ import statistics
 import time
 from typing import Callable
 
+# The sweep's name for hvd.allreduce, which returns a new tensor. torch.distributed reduces in place
+# only, so its side copies the input first (clone, then all_reduce), as a torch user does to keep it.
+OUT_OF_PLACE = "allreduce-out-of-place"
+
 
 def measure(fn: Callable[[], None], *, warmup: int = 3, repeats: int = 7, inner: int = 1) -> dict:
     """Median and spread (min, max) of `repeats` timings of `inner` calls, after `warmup` calls."""
