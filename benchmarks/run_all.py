@@ -197,10 +197,14 @@ def startup_table(np: int, repeats: int = 5) -> list[str]:
             assert p.wait(timeout=300) == 0
         return time.perf_counter() - start
 
-    # Alternated, as every comparison here: both see the same minutes of this noisy machine.
-    pairs = [(launcher(), bare()) for _ in range(repeats)]
-    with_launcher = statistics.median(p[0] for p in pairs)
-    without = statistics.median(p[1] for p in pairs)
+    # Alternated, each going first in turn: both see the same minutes of this noisy machine, and
+    # neither always finds the caches the other left.
+    with_runs, without_runs = [], []
+    order = [(launcher, with_runs), (bare, without_runs)]
+    for i in range(repeats):
+        for timed, runs in order if i % 2 == 0 else order[::-1]:
+            runs.append(timed())
+    with_launcher, without = statistics.median(with_runs), statistics.median(without_runs)
     return [
         f"### Start-up ({np} ranks, median of {repeats})",
         "",

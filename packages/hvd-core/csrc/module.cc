@@ -362,11 +362,12 @@ NB_MODULE(_core, m) {
               e->output = e->input;  // the result overwrites the input: one buffer crosses, not two
             } else if (output) {
               e->output = MakeView("output", name, output, dtype, shape, device_kind);
-              // A separate output is what the framework has just allocated for the result
-              // (empty_like), and the collective writes it first: in huge pages, a large one
-              // takes a fraction of the page faults' time (output_buffer.h).
+              // hvd's frameworks allocate a separate output just before submitting, and the
+              // collective writes it first: in huge pages, a large one takes a fraction of the
+              // page faults' time (output_buffer.h). Other callers' outputs get the same advice,
+              // which changes no data.
               if (device_kind == HVD_DEVICE_CPU) {
-                AdviseHugePages(e->output.data, (size_t)e->output.num_elements() * hvd::dtype_size(e->output.dtype));
+                AdviseCallerOutput(e->output.data, (size_t)e->output.num_elements() * hvd::dtype_size(e->output.dtype));
               }
             }
             e->op = (ReduceOp)op;

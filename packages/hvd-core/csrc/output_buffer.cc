@@ -55,4 +55,8 @@ size_t AdviseHugePages(void* data, size_t bytes) {
 #endif
 }
 
+size_t AdviseCallerOutput(void* data, size_t bytes) {
+  return bytes >= kOwnMappingBytes ? AdviseHugePages(data, bytes) : 0;
+}
+
 }  // namespace hvdcore

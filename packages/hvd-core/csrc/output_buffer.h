@@ -8,8 +8,9 @@
 // - Buffer: an engine-allocated output (allgather, alltoall, reducescatter), whose size is known
 //   only after negotiation; the caller's framework takes it over (DLPack) and frees it with the
 //   tensor. Large ones are mapped in huge pages; small ones come from the heap, which reuses memory.
-// - AdviseHugePages: an output the framework has just allocated (an out-of-place allreduce or
-//   broadcast), which the collective is about to write for the first time.
+// - AdviseCallerOutput: an output the caller has allocated (hvd's frameworks allocate it with
+//   empty_like just before submitting an out-of-place allreduce or broadcast), which the collective
+//   is about to write for the first time.
 #pragma once
 
 #include <cstddef>
@@ -42,5 +43,16 @@ class Buffer {
 // written for the first time; the pages at its ends stay as they are. Returns the bytes advised: 0
 // when the range holds no whole huge page, or the kernel refused the advice (harmless either way).
 size_t AdviseHugePages(void* data, size_t bytes);
+
+// From this size glibc's malloc maps every block afresh (its mmap threshold grows up to 32 MiB on
+// 64-bit systems and no further), as other common allocators do for large blocks: advice there lands
+// on memory that holds nothing else and goes with the tensor. Smaller blocks mostly come from the
+// heap, already faulted in, where the advice would gain nothing and stay on memory the allocator
+// reuses for anything.
+constexpr size_t kOwnMappingBytes = size_t{32} << 20;
+
+// AdviseHugePages for a caller's separate output of at least kOwnMappingBytes; smaller ones are left
+// alone. Returns the bytes advised.
+size_t AdviseCallerOutput(void* data, size_t bytes);
 
 }  // namespace hvdcore

@@ -391,51 +391,72 @@ def _vm_flags(address: int) -> list[str]:
     raise AssertionError(f"no mapping holds {address:#x}")
 
 
-def _separate_outputs_in_fresh_memory() -> dict:
+_HUGE_PAGE = 2 << 20
+
+
+def _fresh_array(mappings: list, nbytes: int) -> np.ndarray:
+    """float32 in a private anonymous mapping of its own, as malloc gives a large block (small
+    pages unless advised), placed so that neither end falls on a huge-page boundary."""
     import mmap
 
+    page = mmap.PAGESIZE
+    region = mmap.mmap(-1, nbytes + 4 * page, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    mappings.append(region)
+    base = np.frombuffer(region, np.uint8).ctypes.data
+    offset = next(
+        k * page for k in (1, 2, 3) if (base + k * page) % _HUGE_PAGE and (base + k * page + nbytes) % _HUGE_PAGE
+    )
+    return np.frombuffer(region, np.float32, count=nbytes // 4, offset=offset)
+
+
+def _first_whole_huge_page(array: np.ndarray) -> int:
+    return (array.ctypes.data + _HUGE_PAGE - 1) // _HUGE_PAGE * _HUGE_PAGE
+
+
+def _separate_outputs_in_fresh_memory() -> dict:
     hvd.init()
     engine = basics.context().engine
-    huge, elements = 2 << 20, 3 << 20  # 12 MiB of float32
+    mappings: list = []
     flags = {}
-    for name, inplace, count in (("separate", False, elements), ("in_place", True, elements), ("small", False, 1 << 18)):
-        # Private anonymous mappings of their own, as a large malloc gives: small pages until advised.
-        private = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
-        source_region, output_region = mmap.mmap(-1, count * 4, private), mmap.mmap(-1, count * 4, private)
-        source = np.frombuffer(source_region, np.float32)
-        output = np.frombuffer(output_region, np.float32)
+    large, below = (32 << 20) + (1 << 20), 8 << 20  # at and below the size where the advice starts
+    for name, inplace, nbytes in (("separate", False, large), ("in_place", True, large), ("below", False, below)):
+        source, output = _fresh_array(mappings, nbytes), _fresh_array(mappings, nbytes)
         source[:] = hvd.rank() + 1
         handle = engine.enqueue(
-            _core.OP_ALLREDUCE, name, (source.ctypes.data, source.nbytes), _core.DTYPE_FLOAT32, [count],
+            _core.OP_ALLREDUCE, name, (source.ctypes.data, source.nbytes), _core.DTYPE_FLOAT32, [source.size],
             None if inplace else (output.ctypes.data, output.nbytes), op=hvd.Sum, inplace=inplace,
         )
         handle.wait()
         result = source if inplace else output
         assert result.min() == result.max() == sum(range(1, hvd.size() + 1)), name
-        # Where the advice would be: the first whole huge page of each buffer, or its start if it
-        # holds none.
-        def where(array: np.ndarray) -> int:
-            first = (array.ctypes.data + huge - 1) // huge * huge
-            return first if first + huge <= array.ctypes.data + array.nbytes else array.ctypes.data
-
-        flags[name] = {"input": _vm_flags(where(source)), "output": _vm_flags(where(output))}
-        del source, output, result
-        source_region.close()
-        output_region.close()
+        end = output.ctypes.data + output.nbytes
+        flags[name] = {
+            "input": _vm_flags(_first_whole_huge_page(source)),
+            "output": _vm_flags(_first_whole_huge_page(output)),
+            "output_head": _vm_flags(output.ctypes.data),  # the partial huge pages at both ends
+            "output_tail": _vm_flags(end - 1),
+        }
+    del source, output, result
+    for region in mappings:
+        region.close()
     return flags
 
 
-@pytest.mark.skipif(
-    not os.path.exists("/sys/kernel/mm/transparent_hugepage/enabled"), reason="this kernel has no transparent huge pages"
-)
-def test_large_separate_outputs_are_advised_into_huge_pages_before_the_collective_writes_them() -> None:
-    """A separate output is memory the framework has just allocated for the result: from 2 MiB on,
-    the engine advises huge pages under it, since the collective writes it first. Inputs, in-place
-    buffers and small outputs are left as they are."""
+_NO_THP = not os.path.exists("/sys/kernel/mm/transparent_hugepage/enabled")
+
+
+@pytest.mark.skipif(_NO_THP, reason="this kernel has no transparent huge pages")
+def test_large_separate_outputs_are_advised_into_huge_pages() -> None:
+    """A separate output is memory the framework has just allocated for the result, which the
+    collective writes first: from 32 MiB on (where malloc maps each block afresh), the engine
+    advises huge pages under its whole huge pages. Its partial pages at both ends, inputs,
+    in-place buffers and smaller outputs are left as they are."""
     for flags in run_cluster(_separate_outputs_in_fresh_memory, 2):
         assert "hg" in flags["separate"]["output"], flags
-        for kept in (flags["separate"]["input"], flags["in_place"]["input"], flags["small"]["output"]):
-            assert "hg" not in kept, flags
+        kept = [flags["separate"][k] for k in ("input", "output_head", "output_tail")]
+        kept += [flags["in_place"]["input"], flags["below"]["output"]]
+        for vm_flags in kept:
+            assert "hg" not in vm_flags, flags
 
 
 def test_in_place_allreduce_and_broadcast_write_into_the_input() -> None:
