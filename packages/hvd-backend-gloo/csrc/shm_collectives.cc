@@ -3,7 +3,9 @@
 // Each collective moves through the members' slots in pieces of at most one slot. A member
 // copies its piece in, publishes a step, waits for its peers' step, reads what it needs, and
 // publishes that it has read; it waits for that last step of its peers only before it next
-// overwrites its slot, so the wait is usually already over by then.
+// overwrites its slot, so the wait is usually already over by then. The first step of every
+// collective also carries its signature, which each member checks against its peers' before it
+// reads anything (shm_signature.h).
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -60,13 +62,20 @@ void ShmAllreduce(ShmGroup& g, const BufferList& buffers, hvd_dtype dtype, hvd_r
   const size_t element = buffers.element_size(), count = buffers.count();
   const int32_t n = g.size(), rank = g.rank();
   const size_t per_piece = g.slot_bytes() / element;
+  const Signature signature{ShmOp::kAllreduce, -1, (int32_t)dtype, (int32_t)op, count * element, ScaleBits(postscale)};
+  // The first step of the first piece carries the signature, checked once every member has taken it.
+  auto first_step = [&](size_t done) {
+    if (done == 0) g.Announce(signature);
+    g.AwaitAll(g.Publish());
+    if (done == 0) g.CheckSignatures(signature);
+  };
   for (size_t done = 0; done < count;) {
     const size_t c = std::min(per_piece, count - done);
     g.AwaitSlotFree();
     if (c * element <= kFoldWholeBytes || c < (size_t)n) {
       // Every member folds all slots in rank order, so all results are bitwise equal.
       buffers.Gather(done, done + c, g.slot(rank));  // before any result is written: in place is allowed
-      g.AwaitAll(g.Publish());
+      first_step(done);
       buffers.ForEachRun(done, done + c, [&](const uint8_t*, uint8_t* recv, size_t at, size_t run) {
         FoldSlots(g, (at - done) * element, recv, run, dtype, op);
         Scale(dtype, recv, run, postscale);
@@ -76,7 +85,7 @@ void ShmAllreduce(ShmGroup& g, const BufferList& buffers, hvd_dtype dtype, hvd_r
       // Peers read only their own parts of this member's slot: the rest of the piece goes there.
       buffers.Gather(done, done + first, g.slot(rank));
       buffers.Gather(done + last, done + c, g.slot(rank) + last * element);
-      g.AwaitAll(g.Publish());
+      first_step(done);
       // This member alone reduces its part, and every member copies the result: any fixed order
       // gives all of them the same bits. Its own contribution comes first, so that the fold starts
       // in place; the result then replaces its part of the slot, which no peer reads.
@@ -110,13 +119,17 @@ void ShmAllgatherv(ShmGroup& g, const void* sendbuf, void* recvbuf, const size_t
   const int32_t n = g.size(), rank = g.rank();
   const std::vector<size_t> offset = BlockOffsets(recvcounts, n, element_size);
   const size_t largest = *std::max_element(recvcounts, recvcounts + n) * element_size;
+  const Signature signature{ShmOp::kAllgatherv, -1, -1, -1, Sum(recvcounts, n) * element_size,
+                            CountsDigest(recvcounts, (size_t)n, element_size)};
   uint8_t* out = static_cast<uint8_t*>(recvbuf);
   const uint8_t* mine = static_cast<const uint8_t*>(sendbuf);
   for (size_t done = 0; done < largest; done += g.slot_bytes()) {
     g.AwaitSlotFree();
     size_t own = PieceOf(recvcounts[rank] * element_size, done, g.slot_bytes());
     if (own) std::memcpy(g.slot(rank), mine + done, own);
+    if (done == 0) g.Announce(signature);
     g.AwaitAll(g.Publish());
+    if (done == 0) g.CheckSignatures(signature);
     for (int32_t m = 0; m < n; ++m) {
       size_t b = PieceOf(recvcounts[m] * element_size, done, g.slot_bytes());
       const uint8_t* from = m == rank ? mine + done : g.slot(m);
@@ -128,17 +141,25 @@ void ShmAllgatherv(ShmGroup& g, const void* sendbuf, void* recvbuf, const size_t
 
 void ShmBroadcast(ShmGroup& g, void* buf, size_t bytes, int32_t root) {
   uint8_t* data = static_cast<uint8_t*>(buf);
+  const Signature signature{ShmOp::kBroadcast, root, -1, -1, bytes, 0};
   for (size_t done = 0; done < bytes; done += g.slot_bytes()) {
     size_t b = PieceOf(bytes, done, g.slot_bytes());
-    if (g.rank() == root) {
+    if (done == 0) {
+      // Every member checks the signatures: all of them wait for this step, not only the root.
       g.AwaitSlotFree();
-      std::memcpy(g.slot(root), data + done, b);
+      if (g.rank() == root) std::memcpy(g.slot(root), data, b);
+      g.Announce(signature);
+      g.AwaitAll(g.Publish());
+      g.CheckSignatures(signature);
+    } else {
+      if (g.rank() == root) {
+        g.AwaitSlotFree();
+        std::memcpy(g.slot(root), data + done, b);
+      }
+      uint32_t written = g.Publish();  // every member publishes every step: steps stay in lockstep
+      if (g.rank() != root) g.Await(root, written);
     }
-    uint32_t written = g.Publish();  // every member publishes every step: steps stay in lockstep
-    if (g.rank() != root) {
-      g.Await(root, written);
-      std::memcpy(data + done, g.slot(root), b);
-    }
+    if (g.rank() != root) std::memcpy(data + done, g.slot(root), b);
     g.MarkSlotRead(g.Publish());
   }
 }
@@ -153,13 +174,17 @@ void ShmReducescatter(ShmGroup& g, const void* sendbuf, void* recvbuf, const siz
     total += recvcounts[m];
   }
   const size_t last = first + recvcounts[rank], per_piece = g.slot_bytes() / element;
+  const Signature signature{ShmOp::kReducescatter, -1, (int32_t)dtype, (int32_t)op, total * element,
+                            CountsDigest(recvcounts, (size_t)n, element)};
   const uint8_t* in = static_cast<const uint8_t*>(sendbuf);
   uint8_t* out = static_cast<uint8_t*>(recvbuf);
   for (size_t done = 0; done < total; done += per_piece) {
     const size_t c = std::min(per_piece, total - done);
     g.AwaitSlotFree();
     std::memcpy(g.slot(rank), in + done * element, c * element);
+    if (done == 0) g.Announce(signature);
     g.AwaitAll(g.Publish());
+    if (done == 0) g.CheckSignatures(signature);
     const size_t from = std::max(first, done), to = std::min(last, done + c);  // this member's share of the piece
     if (from < to) FoldSlots(g, (from - done) * element, out + (from - first) * element, to - from, dtype, op);
     g.MarkSlotRead(g.Publish());
@@ -173,9 +198,12 @@ void ShmAlltoallv(ShmGroup& g, const void* sendbuf, const size_t* sendcounts, vo
   // in each sender's stream (below), and how many windows the longest stream needs.
   std::vector<size_t> counts(sendcounts, sendcounts + n);
   if (sizeof(size_t) * (size_t)n > g.slot_bytes()) throw ShmFailure{HVD_ERR_UNSUPPORTED, "too many members for the slot"};
+  const Signature signature{ShmOp::kAlltoallv, -1, -1, -1, 0, element_size};
   g.AwaitSlotFree();
   std::memcpy(g.slot(rank), counts.data(), sizeof(size_t) * n);
+  g.Announce(signature);
   g.AwaitAll(g.Publish());
+  g.CheckSignatures(signature);
   // A sender's stream is its send buffer without the block it keeps for itself.
   std::vector<size_t> block_start(n), block_bytes(n);  // of the block for this member, in each sender's stream
   size_t longest = 0;
@@ -222,7 +250,12 @@ void ShmAlltoallv(ShmGroup& g, const void* sendbuf, const size_t* sendcounts, vo
 }
 
 void ShmBarrier(ShmGroup& g) {
+  const Signature signature{ShmOp::kBarrier, -1, -1, -1, 0, 0};
+  g.AwaitSlotFree();  // every peer has checked the previous collective's signature
+  g.Announce(signature);
   g.AwaitAll(g.Publish());
+  g.CheckSignatures(signature);
+  g.MarkSlotRead(g.Publish());  // ... and the next collective waits until every peer checked this one
 }
 
 }  // namespace hvd_gloo

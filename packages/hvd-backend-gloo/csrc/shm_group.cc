@@ -30,12 +30,13 @@ struct alignas(64) ShmGroup::Control {
   std::atomic<uint32_t> left;      // 1 once the member has closed its communicator
   int32_t pid;
   uint64_t start_time;  // field 22 of /proc/<pid>/stat: tells the member from a later process with its pid
+  Signature signature;  // of its current collective, published with the collective's first step
 };
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be plain 32-bit integers");
 
 namespace {
 
-constexpr uint64_t kMagic = 0x316d68732d647668ull;  // "hvd-shm1"
+constexpr uint64_t kMagic = 0x326d68732d647668ull;  // "hvd-shm2": control blocks with signatures
 constexpr size_t kHeaderBytes = 64;
 constexpr size_t kPage = 4096;
 // 4 MiB per member: big enough that a large allreduce moves in few pieces, small enough for a
@@ -276,7 +277,9 @@ ShmGroup::ShmGroup(hvd_comm* comm, void* base, size_t bytes, size_t slot_bytes)
       base_(base),
       bytes_(bytes),
       slot_bytes_(slot_bytes),
-      slots_(static_cast<uint8_t*>(base) + AlignUp(kHeaderBytes + sizeof(Control) * (size_t)comm->size, kPage)) {}
+      slots_(static_cast<uint8_t*>(base) + AlignUp(kHeaderBytes + sizeof(Control) * (size_t)comm->size, kPage)) {
+  static_assert(sizeof(Control) == 64, "a control block is one cache line");
+}
 
 ShmGroup::~ShmGroup() {
   Control* mine = control(rank_);
@@ -304,6 +307,18 @@ void ShmGroup::AwaitAll(uint32_t step) {
 void ShmGroup::Await(int32_t member, uint32_t step) { WaitForStep(member, step); }
 
 void ShmGroup::AwaitSlotFree() { AwaitAll(slot_read_step_); }
+
+void ShmGroup::Announce(const Signature& mine) { control(rank_)->signature = mine; }
+
+void ShmGroup::CheckSignatures(const Signature& mine) const {
+  for (int32_t m = 0; m < size_; ++m) {
+    const Signature& theirs = control(m)->signature;  // published with the step just awaited
+    if (m == rank_ || theirs == mine) continue;
+    throw ShmFailure{HVD_ERR_INVALID_ARGUMENT, "collective mismatch: " + RankName(comm_, m) + " called " +
+                                                   DescribeSignature(theirs) + ", this member " +
+                                                   DescribeSignature(mine)};
+  }
+}
 
 void ShmGroup::WaitForStep(int32_t member, uint32_t step) {
   Control* peer = control(member);

@@ -8,7 +8,7 @@
 // stays connected beside it, for send/recv, which keep using TCP. HOROVOD_GLOO_SHARED_MEMORY=0 turns the transport off.
 //
 // The region holds, per member, a control block (a sequence counter, a count of sleepers, its
-// process identity, whether it has left) and a data slot. Members advance in lockstep, because
+// process identity, whether it has left, the signature of its current collective) and a data slot. Members advance in lockstep, because
 // every member runs the same collectives in the same order: a member publishes each step by
 // raising its counter, and waits for a step of its peers by watching theirs (spinning briefly,
 // then sleeping on a futex). A wait never lasts longer than the communicator's timeout, and it
@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "horovod/hvd_backend.h"
+#include "shm_signature.h"
 
 struct hvd_comm;
 
@@ -67,6 +68,13 @@ class ShmGroup {
   // step each collective publishes once it has read its peers' slots.
   void AwaitSlotFree();
   void MarkSlotRead(uint32_t step) { slot_read_step_ = step; }
+
+  // A collective's first step (shm_signature.h). Announce() records this member's signature, to be
+  // published with the next step; it needs the slot free (AwaitSlotFree), which also means every
+  // peer has checked the previous one. After the step, CheckSignatures() throws ShmFailure
+  // (HVD_ERR_INVALID_ARGUMENT), naming both collectives, when a peer announced another.
+  void Announce(const Signature& mine);
+  void CheckSignatures(const Signature& mine) const;
 
  private:
   struct Control;

@@ -9,6 +9,7 @@ whole piece, or each member one part of it) are exercised with uneven splits.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 import pytest
@@ -164,3 +165,64 @@ def test_a_set_up_that_fails_half_way_leaves_no_region(monkeypatch: pytest.Monke
     with pytest.raises(AssertionError, match="comm_create failed"):
         _abi.run_members(2, lambda comm: None, timeout_ms=2000)
     assert ours() == set()
+
+
+# Collectives each member calls differently, as (what rank 0 calls, what the others call). Over TCP
+# Gloo's own checks fail such calls; through shared memory the members compare what each announced.
+def _allreduce(count: int, root: int = 0) -> Any:
+    return lambda comm: comm.allreduce(np.ones(count, np.float32), np.empty(count, np.float32), "float32", _abi.SUM)
+
+
+def _broadcast(count: int, root: int = 0) -> Any:
+    return lambda comm: comm.broadcast(np.ones(count, np.float32), "float32", root)
+
+
+def _allgather(count: int, root: int = 0) -> Any:
+    def call(comm: _abi.Comm) -> int:
+        counts = [count + r if comm.rank == 0 else count for r in range(comm.size)]  # rank 0 disagrees
+        return comm.allgatherv(np.ones(counts[comm.rank], np.float32), np.empty(sum(counts), np.float32), counts,
+                               "float32")
+    return call
+
+
+MISMATCHES = {
+    "sizes": (_allreduce(16), _allreduce(32), "allreduce of 64 bytes of float32 (sum)",
+              "allreduce of 128 bytes of float32 (sum)"),
+    "kinds": (_allreduce(16), _broadcast(16), "allreduce of 64 bytes of float32 (sum)",
+              "broadcast of 64 bytes from root 0"),
+    "roots": (_broadcast(16, root=0), _broadcast(16, root=1), "broadcast of 64 bytes from root 0",
+              "broadcast of 64 bytes from root 1"),
+    "barrier": (lambda comm: comm.barrier(), _allreduce(4), "barrier", "allreduce of 16 bytes of float32 (sum)"),
+}
+
+
+@pytest.mark.parametrize("size", [2, 3])
+@pytest.mark.parametrize("case", sorted(MISMATCHES))
+def test_members_called_with_different_collectives_all_fail_naming_both(case: str, size: int) -> None:
+    first, others, first_says, others_say = MISMATCHES[case]
+
+    def member(comm: _abi.Comm) -> tuple[str, int, str, int, str]:
+        assert comm.transport == "shared memory"
+        rc = (first if comm.rank == 0 else others)(comm)
+        message = comm.last_error
+        again = comm.barrier()  # a communicator out of step is not used again
+        return (comm.transport, rc, message, again, comm.last_error)
+
+    results = _abi.run_members(size, member, timeout_ms=10000)
+    for rank, (_, rc, message, again, again_message) in enumerate(results):
+        assert rc == _abi.INVALID_ARGUMENT, (rank, message)
+        # Each member names a peer that announced something else, and what it was called with itself.
+        theirs, mine = (others_say, first_says) if rank == 0 else (first_says, others_say)
+        assert f"collective mismatch: rank {1 if rank == 0 else 0} called {theirs}, this member {mine}" in message, (
+            rank, message)
+        assert again == _abi.INVALID_ARGUMENT and "unusable after an earlier failure" in again_message, again_message
+
+
+def test_members_that_pass_different_counts_to_a_v_collective_fail() -> None:
+    def member(comm: _abi.Comm) -> tuple[int, str]:
+        rc = _allgather(8)(comm)
+        return (rc, comm.last_error)
+
+    for rank, (rc, message) in enumerate(_abi.run_members(2, member, timeout_ms=10000)):
+        assert rc == _abi.INVALID_ARGUMENT and "collective mismatch" in message, (rank, message)
+        assert "allgather of 68 bytes in all" in message and "allgather of 64 bytes in all" in message, message

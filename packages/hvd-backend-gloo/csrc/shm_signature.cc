@@ -1,0 +1,56 @@
+// Signatures of collectives through shared memory (shm_signature.h).
+#include "shm_signature.h"
+
+#include <cstring>
+
+#include "horovod/hvd_reduce.hpp"
+
+namespace hvd_gloo {
+namespace {
+
+constexpr uint64_t kFnvOffset = 1469598103934665603ull, kFnvPrime = 1099511628211ull;
+
+uint64_t Mix(uint64_t hash, uint64_t value) {
+  for (int i = 0; i < 8; ++i) hash = (hash ^ ((value >> (8 * i)) & 0xff)) * kFnvPrime;
+  return hash;
+}
+
+const char* ReduceName(int32_t op) {
+  switch (op) {
+    case HVD_REDUCE_SUM: return "sum";
+    case HVD_REDUCE_MIN: return "min";
+    case HVD_REDUCE_MAX: return "max";
+    case HVD_REDUCE_PRODUCT: return "product";
+  }
+  return "unknown op";
+}
+
+}  // namespace
+
+uint64_t CountsDigest(const size_t* counts, size_t n, uint64_t extra) {
+  uint64_t hash = Mix(kFnvOffset, extra);
+  for (size_t i = 0; i < n; ++i) hash = Mix(hash, counts[i]);
+  return hash;
+}
+
+uint64_t ScaleBits(double factor) {
+  uint64_t bits;
+  std::memcpy(&bits, &factor, sizeof bits);
+  return bits;
+}
+
+std::string DescribeSignature(const Signature& s) {
+  const std::string bytes = std::to_string(s.bytes) + " bytes";
+  const std::string of_dtype = s.dtype >= 0 ? std::string(" of ") + hvd::dtype_name((hvd_dtype)s.dtype) : "";
+  switch (s.op) {
+    case ShmOp::kAllreduce: return "allreduce of " + bytes + of_dtype + " (" + ReduceName(s.reduce) + ")";
+    case ShmOp::kAllgatherv: return "allgather of " + bytes + " in all";
+    case ShmOp::kBroadcast: return "broadcast of " + bytes + " from root " + std::to_string(s.root);
+    case ShmOp::kReducescatter: return "reducescatter of " + bytes + of_dtype + " (" + ReduceName(s.reduce) + ")";
+    case ShmOp::kAlltoallv: return "alltoall";
+    case ShmOp::kBarrier: return "barrier";
+  }
+  return "an unknown collective";
+}
+
+}  // namespace hvd_gloo
