@@ -201,9 +201,11 @@ Status Executor::Allreduce(ProcessSet& ps, const Response& r, std::vector<std::u
   const double post = EffectivePostscale(r, ps.size());
   ++stats_.backend_calls[(int)OpType::kAllreduce];
   if (entries.size() > 1) ++stats_.fused_batches;
-  // A prescale changes the input, which only a copy may; tensors sharing memory (the same tensor
-  // twice in a group) would read each other's results: such batches take the path below.
-  if (ps.comm->backend().has_allreduce_buffers() && r.prescale == 1.0 && !SharesMemory(entries, esize)) {
+  // A prescale changes the input, which only a copy may: such batches take the path below. The
+  // choice rests on the negotiated response alone, so that every member calls the backend alike
+  // (a backend may check that they do); memory shared between tensors of this rank's batch is
+  // handled inside (AllreduceWhereTheyAre).
+  if (ps.comm->backend().has_allreduce_buffers() && r.prescale == 1.0) {
     bool declined = false;
     Status st = AllreduceWhereTheyAre(ps, r, entries, op, post, &declined);
     if (!declined) return st;
@@ -277,20 +279,48 @@ Status Executor::Allreduce(ProcessSet& ps, const Response& r, std::vector<std::u
 Status Executor::AllreduceWhereTheyAre(ProcessSet& ps, const Response& r,
                                        std::vector<std::unique_ptr<TensorEntry>>& entries, hvd_reduce_op op,
                                        double post, bool* declined) {
+  const size_t esize = hvd::dtype_size(r.dtype);
+  // Tensors of this batch sharing memory (the same tensor twice in a group) would read each other's
+  // results: each then goes through its own place in the fusion buffer instead, and the call stays
+  // the one every other member makes (the same buffer counts and scale).
+  const bool staged = SharesMemory(entries, esize);
+  size_t staged_elements = 0;
+  if (staged) {
+    for (const auto& shape : r.shapes) staged_elements += (size_t)Elements(shape);
+    if (ps.fusion_buffer.size() < staged_elements * esize) ps.fusion_buffer.resize(staged_elements * esize);
+  }
   std::vector<hvd_buffer_pair> buffers;
   buffers.reserve(entries.size());
   std::vector<std::vector<uint8_t>> neutral;  // what a joined rank contributes for tensors it lacks
+  size_t offset = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
     const size_t count = (size_t)Elements(r.shapes[i]);
+    uint8_t* stage = staged ? ps.fusion_buffer.data() + offset * esize : nullptr;
+    offset += count;
     if (const TensorEntry* e = entries[i].get()) {
-      buffers.push_back({e->input.data, e->output.data, count});
+      if (!stage) {
+        buffers.push_back({e->input.data, e->output.data, count});
+        continue;
+      }
+      if (count) std::memcpy(stage, e->input.data, count * esize);
+      buffers.push_back({stage, stage, count});
       continue;
     }
-    neutral.emplace_back(count * hvd::dtype_size(r.dtype));
+    neutral.emplace_back(count * esize);
     hvd::fill_identity(r.dtype, op, neutral.back().data(), count);
     buffers.push_back({neutral.back().data(), neutral.back().data(), count});
   }
-  return ps.comm->AllreduceBuffers(buffers, r.dtype, op, post, declined);
+  Status st = ps.comm->AllreduceBuffers(buffers, r.dtype, op, post, declined);
+  if (!st.ok() || *declined || !staged) return st;
+  offset = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const size_t count = (size_t)Elements(r.shapes[i]);
+    if (const TensorEntry* e = entries[i].get()) {
+      if (count) std::memcpy(e->output.data, ps.fusion_buffer.data() + offset * esize, count * esize);
+    }
+    offset += count;
+  }
+  return st;
 }
 
 Status Executor::Allgather(ProcessSet& ps, const Response& r, TensorEntry* e) {
