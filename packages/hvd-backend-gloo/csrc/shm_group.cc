@@ -314,9 +314,11 @@ void ShmGroup::CheckSignatures(const Signature& mine) const {
   for (int32_t m = 0; m < size_; ++m) {
     const Signature& theirs = control(m)->signature;  // published with the step just awaited
     if (m == rank_ || theirs == mine) continue;
-    throw ShmFailure{HVD_ERR_INVALID_ARGUMENT, "collective mismatch: " + RankName(comm_, m) + " called " +
-                                                   DescribeSignature(theirs) + ", this member " +
-                                                   DescribeSignature(mine)};
+    const std::string said = DescribeSignature(theirs), says = DescribeSignature(mine);
+    // Counts split differently among the members, or another element size, read alike in words.
+    const std::string beyond = said == says ? " (alike in size, but not in the counts or element size)" : "";
+    throw ShmFailure{HVD_ERR_INVALID_ARGUMENT,
+                     "collective mismatch: " + RankName(comm_, m) + " called " + said + ", this member " + says + beyond};
   }
 }
 

@@ -43,7 +43,12 @@ std::string DescribeSignature(const Signature& s) {
   const std::string bytes = std::to_string(s.bytes) + " bytes";
   const std::string of_dtype = s.dtype >= 0 ? std::string(" of ") + hvd::dtype_name((hvd_dtype)s.dtype) : "";
   switch (s.op) {
-    case ShmOp::kAllreduce: return "allreduce of " + bytes + of_dtype + " (" + ReduceName(s.reduce) + ")";
+    case ShmOp::kAllreduce: {
+      double scale;  // the allreduce's detail is its scale's bits (ScaleBits)
+      std::memcpy(&scale, &s.detail, sizeof scale);
+      const std::string scaled = scale != 1.0 ? ", results scaled by " + std::to_string(scale) : "";
+      return "allreduce of " + bytes + of_dtype + " (" + ReduceName(s.reduce) + scaled + ")";
+    }
     case ShmOp::kAllgatherv: return "allgather of " + bytes + " in all";
     case ShmOp::kBroadcast: return "broadcast of " + bytes + " from root " + std::to_string(s.root);
     case ShmOp::kReducescatter: return "reducescatter of " + bytes + of_dtype + " (" + ReduceName(s.reduce) + ")";

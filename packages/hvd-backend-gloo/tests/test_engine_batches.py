@@ -39,6 +39,32 @@ def test_a_tensor_given_twice_in_one_fused_batch_is_reduced_once(shared_memory: 
         assert averaged == [20.0 * (i + 1) for i in range(5)]  # (20 + 20) / 2 from the doubled fillers
 
 
+def _one_rank_gives_a_tensor_twice_in_an_average() -> list:
+    import horovod.common as hvd
+
+    hvd.init()
+    fillers = [np.full(ELEMENTS, 10 * (i + 1), np.float32) for i in range(5)]
+    if hvd.rank() == 0:  # the same tensor first and last; rank 1 gives two tensors there
+        shared = np.full(ELEMENTS, 1, np.float32)
+        ends = [shared, shared]
+    else:
+        ends = [np.full(ELEMENTS, 3, np.float32), np.full(ELEMENTS, 3, np.float32)]
+    group = [ends[0], *fillers, ends[1]]
+    for handle in hvd.grouped_allreduce_async(group, op=hvd.Average, name="uneven", inplace=True):
+        hvd.synchronize(handle)
+    hvd.shutdown()
+    return [sorted({float(x) for x in ends[0]} | {float(x) for x in ends[1]}), [float(f.max()) for f in fillers]]
+
+
+@pytest.mark.parametrize("shared_memory", ["1", "0"])
+def test_a_tensor_given_twice_on_one_rank_only_is_averaged_like_the_others(shared_memory: str) -> None:
+    # Only rank 0's batch has tensors sharing memory: every rank must still call the backend alike
+    # (the scale included), and every result is (1 + 3) / 2 or a filler's own value.
+    env = {"HOROVOD_CPU_OPERATIONS": "gloo", "OMP_NUM_THREADS": "1", "HOROVOD_GLOO_SHARED_MEMORY": shared_memory}
+    results = horovod.run(_one_rank_gives_a_tensor_twice_in_an_average, np=2, env=env, start_timeout=120)
+    assert results == [[[2.0], [10.0 * (i + 1) for i in range(5)]]] * 2, results
+
+
 def _burst_beside_a_parked_thread(count: int) -> tuple[int, int]:
     import threading
     import time

@@ -169,7 +169,7 @@ def test_a_set_up_that_fails_half_way_leaves_no_region(monkeypatch: pytest.Monke
 
 # Collectives each member calls differently, as (what rank 0 calls, what the others call). Over TCP
 # Gloo's own checks fail such calls; through shared memory the members compare what each announced.
-def _allreduce(count: int, root: int = 0) -> Any:
+def _allreduce(count: int) -> Any:
     return lambda comm: comm.allreduce(np.ones(count, np.float32), np.empty(count, np.float32), "float32", _abi.SUM)
 
 
@@ -177,7 +177,7 @@ def _broadcast(count: int, root: int = 0) -> Any:
     return lambda comm: comm.broadcast(np.ones(count, np.float32), "float32", root)
 
 
-def _allgather(count: int, root: int = 0) -> Any:
+def _allgather(count: int) -> Any:
     def call(comm: _abi.Comm) -> int:
         counts = [count + r if comm.rank == 0 else count for r in range(comm.size)]  # rank 0 disagrees
         return comm.allgatherv(np.ones(counts[comm.rank], np.float32), np.empty(sum(counts), np.float32), counts,
@@ -226,3 +226,26 @@ def test_members_that_pass_different_counts_to_a_v_collective_fail() -> None:
     for rank, (rc, message) in enumerate(_abi.run_members(2, member, timeout_ms=10000)):
         assert rc == _abi.INVALID_ARGUMENT and "collective mismatch" in message, (rank, message)
         assert "allgather of 68 bytes in all" in message and "allgather of 64 bytes in all" in message, message
+
+
+def test_counts_split_differently_and_scales_that_differ_are_named() -> None:
+    def split(comm: _abi.Comm) -> tuple[int, str]:
+        counts = [4, 6] if comm.rank == 0 else [6, 4]  # the same 40 bytes, split differently
+        rc = comm.reducescatter(np.ones(10, np.float32), np.empty(counts[comm.rank], np.float32), counts, "float32",
+                                _abi.SUM)
+        return (rc, comm.last_error)
+
+    for rank, (rc, message) in enumerate(_abi.run_members(2, split, timeout_ms=10000)):
+        assert rc == _abi.INVALID_ARGUMENT, message
+        assert ("rank %d called reducescatter of 40 bytes of float32 (sum), this member reducescatter of 40 bytes of "
+                "float32 (sum) (alike in size, but not in the counts or element size)" % (1 - rank)) in message, message
+
+    def scaled(comm: _abi.Comm) -> tuple[int, str]:
+        data = np.ones(8, np.float32)
+        rc = comm.allreduce_buffers([(data, data)], "float32", _abi.SUM, postscale=0.5 if comm.rank == 0 else 1.0)
+        return (rc, comm.last_error)
+
+    (rc0, message0), (rc1, message1) = _abi.run_members(2, scaled, timeout_ms=10000)
+    assert rc0 == rc1 == _abi.INVALID_ARGUMENT, (message0, message1)
+    assert ("rank 1 called allreduce of 32 bytes of float32 (sum), this member allreduce of 32 bytes of float32 "
+            "(sum, results scaled by 0.500000)") in message0, message0
