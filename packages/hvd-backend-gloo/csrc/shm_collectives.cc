@@ -49,6 +49,16 @@ void Scale(hvd_dtype dtype, void* buf, size_t count, double factor) {
 
 size_t PieceOf(size_t total, size_t done, size_t limit) { return done < total ? std::min(limit, total - done) : 0; }
 
+// Once a piece is in the slots: the step of the collective's first piece (`done` == 0) opens it,
+// its signature checked; later pieces' steps are only published and awaited.
+void AwaitPiece(ShmGroup& g, const Signature& collective, size_t done) {
+  if (done == 0) {
+    g.OpenStep(collective);
+  } else {
+    g.AwaitAll(g.Publish());
+  }
+}
+
 // Where each member's block starts, in bytes, in a buffer of the members' blocks in rank order.
 std::vector<size_t> BlockOffsets(const size_t* counts, int32_t n, size_t element_size) {
   std::vector<size_t> offset(n, 0);
@@ -63,19 +73,13 @@ void ShmAllreduce(ShmGroup& g, const BufferList& buffers, hvd_dtype dtype, hvd_r
   const int32_t n = g.size(), rank = g.rank();
   const size_t per_piece = g.slot_bytes() / element;
   const Signature signature{ShmOp::kAllreduce, -1, (int32_t)dtype, (int32_t)op, count * element, ScaleBits(postscale)};
-  // The first step of the first piece carries the signature, checked once every member has taken it.
-  auto first_step = [&](size_t done) {
-    if (done == 0) g.Announce(signature);
-    g.AwaitAll(g.Publish());
-    if (done == 0) g.CheckSignatures(signature);
-  };
   for (size_t done = 0; done < count;) {
     const size_t c = std::min(per_piece, count - done);
     g.AwaitSlotFree();
     if (c * element <= kFoldWholeBytes || c < (size_t)n) {
       // Every member folds all slots in rank order, so all results are bitwise equal.
       buffers.Gather(done, done + c, g.slot(rank));  // before any result is written: in place is allowed
-      first_step(done);
+      AwaitPiece(g, signature, done);
       buffers.ForEachRun(done, done + c, [&](const uint8_t*, uint8_t* recv, size_t at, size_t run) {
         FoldSlots(g, (at - done) * element, recv, run, dtype, op);
         Scale(dtype, recv, run, postscale);
@@ -85,7 +89,7 @@ void ShmAllreduce(ShmGroup& g, const BufferList& buffers, hvd_dtype dtype, hvd_r
       // Peers read only their own parts of this member's slot: the rest of the piece goes there.
       buffers.Gather(done, done + first, g.slot(rank));
       buffers.Gather(done + last, done + c, g.slot(rank) + last * element);
-      first_step(done);
+      AwaitPiece(g, signature, done);
       // This member alone reduces its part, and every member copies the result: any fixed order
       // gives all of them the same bits. Its own contribution comes first, so that the fold starts
       // in place; the result then replaces its part of the slot, which no peer reads.
@@ -127,9 +131,7 @@ void ShmAllgatherv(ShmGroup& g, const void* sendbuf, void* recvbuf, const size_t
     g.AwaitSlotFree();
     size_t own = PieceOf(recvcounts[rank] * element_size, done, g.slot_bytes());
     if (own) std::memcpy(g.slot(rank), mine + done, own);
-    if (done == 0) g.Announce(signature);
-    g.AwaitAll(g.Publish());
-    if (done == 0) g.CheckSignatures(signature);
+    AwaitPiece(g, signature, done);
     for (int32_t m = 0; m < n; ++m) {
       size_t b = PieceOf(recvcounts[m] * element_size, done, g.slot_bytes());
       const uint8_t* from = m == rank ? mine + done : g.slot(m);
@@ -148,9 +150,7 @@ void ShmBroadcast(ShmGroup& g, void* buf, size_t bytes, int32_t root) {
       // Every member checks the signatures: all of them wait for this step, not only the root.
       g.AwaitSlotFree();
       if (g.rank() == root) std::memcpy(g.slot(root), data, b);
-      g.Announce(signature);
-      g.AwaitAll(g.Publish());
-      g.CheckSignatures(signature);
+      g.OpenStep(signature);
     } else {
       if (g.rank() == root) {
         g.AwaitSlotFree();
@@ -182,9 +182,7 @@ void ShmReducescatter(ShmGroup& g, const void* sendbuf, void* recvbuf, const siz
     const size_t c = std::min(per_piece, total - done);
     g.AwaitSlotFree();
     std::memcpy(g.slot(rank), in + done * element, c * element);
-    if (done == 0) g.Announce(signature);
-    g.AwaitAll(g.Publish());
-    if (done == 0) g.CheckSignatures(signature);
+    AwaitPiece(g, signature, done);
     const size_t from = std::max(first, done), to = std::min(last, done + c);  // this member's share of the piece
     if (from < to) FoldSlots(g, (from - done) * element, out + (from - first) * element, to - from, dtype, op);
     g.MarkSlotRead(g.Publish());
@@ -201,9 +199,7 @@ void ShmAlltoallv(ShmGroup& g, const void* sendbuf, const size_t* sendcounts, vo
   const Signature signature{ShmOp::kAlltoallv, -1, -1, -1, 0, element_size};
   g.AwaitSlotFree();
   std::memcpy(g.slot(rank), counts.data(), sizeof(size_t) * n);
-  g.Announce(signature);
-  g.AwaitAll(g.Publish());
-  g.CheckSignatures(signature);
+  g.OpenStep(signature);
   // A sender's stream is its send buffer without the block it keeps for itself.
   std::vector<size_t> block_start(n), block_bytes(n);  // of the block for this member, in each sender's stream
   size_t longest = 0;
@@ -252,9 +248,7 @@ void ShmAlltoallv(ShmGroup& g, const void* sendbuf, const size_t* sendcounts, vo
 void ShmBarrier(ShmGroup& g) {
   const Signature signature{ShmOp::kBarrier, -1, -1, -1, 0, 0};
   g.AwaitSlotFree();  // every peer has checked the previous collective's signature
-  g.Announce(signature);
-  g.AwaitAll(g.Publish());
-  g.CheckSignatures(signature);
+  g.OpenStep(signature);
   g.MarkSlotRead(g.Publish());  // ... and the next collective waits until every peer checked this one
 }
 

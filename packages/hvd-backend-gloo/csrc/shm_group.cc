@@ -308,7 +308,11 @@ void ShmGroup::Await(int32_t member, uint32_t step) { WaitForStep(member, step);
 
 void ShmGroup::AwaitSlotFree() { AwaitAll(slot_read_step_); }
 
-void ShmGroup::Announce(const Signature& mine) { control(rank_)->signature = mine; }
+void ShmGroup::OpenStep(const Signature& mine) {
+  control(rank_)->signature = mine;  // plain stores, published by Publish()'s release
+  AwaitAll(Publish());
+  CheckSignatures(mine);
+}
 
 void ShmGroup::CheckSignatures(const Signature& mine) const {
   for (int32_t m = 0; m < size_; ++m) {

@@ -8,8 +8,9 @@
 // stays connected beside it, for send/recv, which keep using TCP. HOROVOD_GLOO_SHARED_MEMORY=0 turns the transport off.
 //
 // The region holds, per member, a control block (a sequence counter, a count of sleepers, its
-// process identity, whether it has left, the signature of its current collective) and a data slot. Members advance in lockstep, because
-// every member runs the same collectives in the same order: a member publishes each step by
+// process identity, whether it has left, the signature of its current collective) and a data
+// slot. Members advance in lockstep, because every member runs the same collectives in the same
+// order: a member publishes each step by
 // raising its counter, and waits for a step of its peers by watching theirs (spinning briefly,
 // then sleeping on a futex). A wait never lasts longer than the communicator's timeout, and it
 // notices a peer whose process has exited, or that has closed its communicator, within
@@ -69,18 +70,19 @@ class ShmGroup {
   void AwaitSlotFree();
   void MarkSlotRead(uint32_t step) { slot_read_step_ = step; }
 
-  // A collective's first step (shm_signature.h). Announce() records this member's signature, to be
-  // published with the next step; it needs the slot free (AwaitSlotFree), which also means every
-  // peer has checked the previous one. After the step, CheckSignatures() throws ShmFailure
-  // (HVD_ERR_INVALID_ARGUMENT), naming both collectives, when a peer announced another.
-  void Announce(const Signature& mine);
-  void CheckSignatures(const Signature& mine) const;
+  // A collective's first step, in place of AwaitAll(Publish()): publishes this member's signature
+  // with it (shm_signature.h), waits for every peer's, and throws ShmFailure
+  // (HVD_ERR_INVALID_ARGUMENT), naming both collectives, when a peer announced another. Call it
+  // once the slot is free (AwaitSlotFree), which also means every peer has checked the previous
+  // collective's signature, so none is overwritten before it was read.
+  void OpenStep(const Signature& mine);
 
  private:
   struct Control;
   ShmGroup(hvd_comm* comm, void* base, size_t bytes, size_t slot_bytes);
   Control* control(int32_t member) const;
   void WaitForStep(int32_t member, uint32_t step);
+  void CheckSignatures(const Signature& mine) const;
   [[noreturn]] void FailWaiting(int32_t member, int status, const std::string& why);
   std::string PeerGone(int32_t member) const;  // empty while the peer is alive and present
 

@@ -284,26 +284,25 @@ Status Executor::AllreduceWhereTheyAre(ProcessSet& ps, const Response& r,
   // results: each then goes through its own place in the fusion buffer instead, and the call stays
   // the one every other member makes (the same buffer counts and scale).
   const bool staged = SharesMemory(entries, esize);
-  size_t staged_elements = 0;
   if (staged) {
-    for (const auto& shape : r.shapes) staged_elements += (size_t)Elements(shape);
-    if (ps.fusion_buffer.size() < staged_elements * esize) ps.fusion_buffer.resize(staged_elements * esize);
+    size_t elements = 0;
+    for (const auto& shape : r.shapes) elements += (size_t)Elements(shape);
+    if (ps.fusion_buffer.size() < elements * esize) ps.fusion_buffer.resize(elements * esize);
   }
   std::vector<hvd_buffer_pair> buffers;
   buffers.reserve(entries.size());
   std::vector<std::vector<uint8_t>> neutral;  // what a joined rank contributes for tensors it lacks
-  size_t offset = 0;
+  uint8_t* stage = ps.fusion_buffer.data();   // the next free place, when staged
   for (size_t i = 0; i < entries.size(); ++i) {
     const size_t count = (size_t)Elements(r.shapes[i]);
-    uint8_t* stage = staged ? ps.fusion_buffer.data() + offset * esize : nullptr;
-    offset += count;
     if (const TensorEntry* e = entries[i].get()) {
-      if (!stage) {
+      if (staged) {
+        if (count) std::memcpy(stage, e->input.data, count * esize);
+        buffers.push_back({stage, stage, count});
+        stage += count * esize;
+      } else {
         buffers.push_back({e->input.data, e->output.data, count});
-        continue;
       }
-      if (count) std::memcpy(stage, e->input.data, count * esize);
-      buffers.push_back({stage, stage, count});
       continue;
     }
     neutral.emplace_back(count * esize);
@@ -312,13 +311,10 @@ Status Executor::AllreduceWhereTheyAre(ProcessSet& ps, const Response& r,
   }
   Status st = ps.comm->AllreduceBuffers(buffers, r.dtype, op, post, declined);
   if (!st.ok() || *declined || !staged) return st;
-  offset = 0;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const size_t count = (size_t)Elements(r.shapes[i]);
-    if (const TensorEntry* e = entries[i].get()) {
-      if (count) std::memcpy(e->output.data, ps.fusion_buffer.data() + offset * esize, count * esize);
+  for (size_t i = 0; i < entries.size(); ++i) {  // each staged result to its tensor
+    if (const TensorEntry* e = entries[i].get(); e && buffers[i].count) {
+      std::memcpy(e->output.data, buffers[i].recvbuf, buffers[i].count * esize);
     }
-    offset += count;
   }
   return st;
 }
