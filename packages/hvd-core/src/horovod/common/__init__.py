@@ -18,6 +18,12 @@ def get_include() -> str:
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
 
 
+def get_cmake_dir() -> str:
+    """Directory holding ``HvdBackend.cmake``, for plain CMake builds of backends
+    (``-DCMAKE_MODULE_PATH=...``); scikit-build-core finds it through the ``cmake.module`` entry point."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "cmake")
+
+
 _EXPORTS = {
     "basics": (
         "init shutdown is_initialized size rank local_size local_rank cross_size cross_rank is_homogeneous "
@@ -35,7 +41,7 @@ _EXPORTS = {
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names.split()}
 
-__all__ = ["get_include", "__version__", *_WHERE]
+__all__ = ["get_include", "get_cmake_dir", "__version__", *_WHERE]
 
 
 def __getattr__(name: str) -> Any:
