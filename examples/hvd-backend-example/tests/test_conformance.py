@@ -10,8 +10,8 @@ import os
 import numpy as np
 
 import horovod.common as hvd
-from horovod.common import _core, basics
-from horovod.common.plugins import get_plugin_manager
+from horovod.common.plugin_api import get_plugin_manager
+from horovod.common.testing.probes import engine_stats, load_backend
 from horovod.common.testing.cluster import run_cluster
 from horovod.common.testing.conformance import BackendConformance
 
@@ -23,21 +23,20 @@ def test_entry_point_registers_the_backend():
     assert os.path.isabs(path) and os.path.isfile(path)
     lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_LOCAL", 0))
     assert lib.hvd_backend_v1_get and lib.hvd_backend_ext_v1_get  # the ABI and its extension
-    assert _core.Backend.load(path).extensions == ["allreduce_buffers"]
+    assert load_backend(path).extensions == ["allreduce_buffers"]
 
 
 def _burst(op: int) -> tuple[list, dict]:
     """Twenty allreduces submitted at once (the engine fuses them), their results, and the engine's
     counters of the calls it made for them."""
     hvd.init()
-    engine = basics.context().engine
-    before = engine.stats()
+    before = engine_stats()
     handles = [
         hvd.allreduce_async(np.arange(i + 1, dtype=np.float32) * (hvd.rank() + 1), name=f"burst.{i}", op=op)
         for i in range(20)
     ]
     results = [hvd.synchronize(h).tolist() for h in handles]
-    after = engine.stats()
+    after = engine_stats()
     counters = {k: after[k] - before[k] for k in ("fused_batches", "declined_buffer_calls")}
     counters["allreduce"] = after["backend_calls"]["allreduce"] - before["backend_calls"]["allreduce"]
     return results, counters

@@ -70,7 +70,7 @@ def _burst_beside_a_parked_thread(count: int) -> tuple[int, int]:
     import time
 
     import horovod.common as hvd
-    from horovod.common import basics
+    from horovod.common.testing.probes import engine_stats
 
     hvd.init()
     # Rank 0 has a thread blocked on an operation that rank 1 submits only after its burst: the
@@ -79,9 +79,9 @@ def _burst_beside_a_parked_thread(count: int) -> tuple[int, int]:
         late = hvd.allreduce_async(np.ones(2, np.float32), name="late", op=hvd.Sum)
         parked = threading.Thread(target=hvd.synchronize, args=(late,))
         parked.start()
-        while basics.context().engine.stats()["blocked_callers"] == 0:  # until it waits in the engine
+        while engine_stats()["blocked_callers"] == 0:  # until it waits in the engine
             time.sleep(0.01)
-    calls = lambda: basics.context().engine.stats()["backend_calls"]["allreduce"]  # noqa: E731
+    calls = lambda: engine_stats()["backend_calls"]["allreduce"]  # noqa: E731
     before = calls()
     handles = [hvd.allreduce_async(np.full(16, i, np.float32), name=f"p{i}", op=hvd.Sum) for i in range(count)]
     for i, h in enumerate(handles):

@@ -15,7 +15,7 @@ import textwrap
 import pytest
 
 from horovod.backends.gloo import __version__, library_path
-from horovod.common.plugins import get_plugin_manager
+from horovod.common.plugin_api import get_plugin_manager
 
 
 def test_entry_point_registers_the_default_cpu_backend() -> None:
@@ -31,9 +31,9 @@ def test_entry_point_registers_the_default_cpu_backend() -> None:
 def test_the_engine_finds_the_multi_buffer_allreduce() -> None:
     # hvd_backend_ext_v1: the engine reduces fused tensors and averages through it, in place of its
     # fusion buffer and scaling pass.
-    from horovod.common import _core
+    from horovod.common.testing.probes import load_backend
 
-    assert _core.Backend.load(library_path()).extensions == ["allreduce_buffers"]
+    assert load_backend(library_path()).extensions == ["allreduce_buffers"]
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads /proc/self/maps")
@@ -41,7 +41,7 @@ def test_hooks_module_loads_no_native_code() -> None:
     code = textwrap.dedent(
         """
         import horovod.backends.gloo.hooks
-        from horovod.common.plugins import get_plugin_manager
+        from horovod.common.plugin_api import get_plugin_manager
         get_plugin_manager().backends()  # discovery calls the hook
         maps = open("/proc/self/maps").read()
         print("libgloo" in maps, "libhvd_backend_gloo" in maps)
@@ -63,11 +63,12 @@ def test_loading_keeps_symbols_local() -> None:
     code = textwrap.dedent(
         """
         import ctypes
-        from horovod.common import _core
-        from horovod.common.plugins import get_plugin_manager
+        from horovod.common.framework_api import DEVICE_CPU
+        from horovod.common.plugin_api import get_plugin_manager
+        from horovod.common.testing.probes import load_backend
 
-        backend = _core.Backend.load(get_plugin_manager().backend("gloo").library_path())
-        assert backend.name == "gloo" and backend.device_kinds == _core.DEVICE_CPU, backend.name
+        backend = load_backend(get_plugin_manager().backend("gloo").library_path())
+        assert backend.name == "gloo" and backend.device_kinds == DEVICE_CPU, backend.name
         everything = ctypes.CDLL(None)
         for symbol in ("hvd_backend_v1_get", "_ZN4gloo9allreduceERKNS_16AllreduceOptionsE"):
             assert not hasattr(everything, symbol), symbol + " is visible in the global namespace"

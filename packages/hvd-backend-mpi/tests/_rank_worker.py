@@ -49,16 +49,16 @@ def write(path: Path, data: bytes) -> None:
 
 
 def run_job(fn, args, env: dict) -> tuple:
-    from horovod.common import basics
+    import horovod.common as hvd
 
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        return ("ok", fn(*args)), basics
+        return ("ok", fn(*args)), hvd
     except BaseException:  # noqa: BLE001 - reported with the rank
         outcome = ("error", traceback.format_exc())
-        basics.shutdown()
-        return outcome, basics
+        hvd.shutdown()
+        return outcome, hvd
     finally:
         for key, value in saved.items():
             if value is None:
@@ -76,11 +76,11 @@ def main(directory: str, ranks: int) -> int:
             return 0
         fn, args, env, limit = spec
         faulthandler.dump_traceback_later(max(1.0, limit - 5.0))
-        outcome, basics = run_job(fn, args, env)
+        outcome, hvd = run_job(fn, args, env)
         write(root / f"done.{job}.{rank}", b"")
         if not wait_for([root / f"done.{job}.{r}" for r in range(ranks)], DONE_WAIT) and outcome[0] == "ok":
             outcome = ("error", f"the other ranks did not finish job {job} within {DONE_WAIT} s")
-        basics.shutdown()
+        hvd.shutdown()
         try:
             data = pickle.dumps(outcome)
         except Exception as error:  # noqa: BLE001 - an unpicklable result is the test's mistake

@@ -115,9 +115,9 @@ def test_comm_world_split_into_two_independent_jobs() -> None:
 
 
 def rank_lists() -> tuple:
-    from horovod.common.config import launch_from_environment
+    from horovod.common.testing.probes import job_topology
 
-    job_rank = launch_from_environment().topology.rank
+    job_rank = job_topology().rank
     hvd.init(comm=[2, 0] if job_rank != 1 else [1])
     total = float(hvd.allreduce(np.full(1, job_rank, np.float32), op=hvd.Sum, name="listed")[0])
     listed = (hvd.rank(), hvd.size(), total)

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 import horovod.common as hvd
-from horovod.common import _core, basics
+from horovod.common import _core, state
 from horovod.common.testing import ClusterError, run_cluster
 
 
 def _stats() -> dict:
-    return basics.context().engine.stats()
+    return state.context().engine.stats()
 
 
 def _many_allreduces(count: int) -> dict:
@@ -286,9 +286,7 @@ def test_topology_queries() -> None:
 
 def test_init_with_a_list_of_ranks_makes_independent_worlds() -> None:
     def case() -> tuple:
-        import horovod.common.basics as b
-
-        job_rank = b._slot().launch.topology.rank
+        job_rank = state.slot().launch.topology.rank
         members = [0, 2] if job_rank % 2 == 0 else [1, 3]
         hvd.init(comm=members)
         total = hvd.allreduce(np.full(1, job_rank, np.float32), name="world", op=hvd.Sum)
@@ -415,7 +413,7 @@ def _first_whole_huge_page(array: np.ndarray) -> int:
 
 def _separate_outputs_in_fresh_memory() -> dict:
     hvd.init()
-    engine = basics.context().engine
+    engine = state.context().engine
     mappings: list = []
     flags = {}
     large, below = (32 << 20) + (1 << 20), 8 << 20  # at and below the size where the advice starts
@@ -484,7 +482,7 @@ def test_host_spans_cross_as_address_and_byte_count_and_are_checked() -> None:
 
     def case() -> list:
         hvd.init()
-        engine = basics.context().engine
+        engine = state.context().engine
         data = np.full(3, hvd.rank() + 1, np.float32)
 
         def enqueue(name: str, buffer: object) -> object:

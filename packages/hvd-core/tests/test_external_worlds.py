@@ -15,10 +15,9 @@ import numpy as np
 import pytest
 
 import horovod.common as hvd
-from horovod.common import basics, config
-from horovod.common.config import ExternalWorld, Topology
-from horovod.common.hookspecs import hookimpl
-from horovod.common.plugins import PluginError, get_plugin_manager, reset_plugin_manager
+from horovod.common import lifecycle, state
+from horovod.common.plugin_api import ExternalWorld, PluginError, Topology, get_plugin_manager, hookimpl
+from horovod.common.plugins import reset_plugin_manager
 from horovod.common.testing import run_cluster
 from horovod.common.testing.cases import expect_error
 
@@ -29,7 +28,7 @@ def _fresh_plugins(monkeypatch: pytest.MonkeyPatch) -> Any:
         monkeypatch.delenv(key, raising=False)
     reset_plugin_manager()
     yield
-    basics.shutdown()
+    hvd.shutdown()
     reset_plugin_manager()
 
 
@@ -77,10 +76,10 @@ def test_a_recognised_launcher_describes_the_job(monkeypatch: pytest.MonkeyPatch
     launcher = Launcher()
     get_plugin_manager().register(launcher, name="fake-launcher")
     monkeypatch.setenv("FAKE_LAUNCHER_RANK", "0")
-    launch = config.launch_from_environment()
+    launch = lifecycle.launch_from_environment()
     assert launch.topology == Topology(rank=0, size=1) and launch.backend == "inmemory"
     monkeypatch.delenv("FAKE_LAUNCHER_RANK")
-    assert config.launch_from_environment().backend is None and launcher.asked == 2
+    assert lifecycle.launch_from_environment().backend is None and launcher.asked == 2
 
 
 def test_horovodrun_variables_win_and_no_plugin_is_asked(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -89,7 +88,7 @@ def test_horovodrun_variables_win_and_no_plugin_is_asked(monkeypatch: pytest.Mon
     monkeypatch.setenv("FAKE_LAUNCHER_RANK", "0")
     monkeypatch.setenv("HOROVOD_RANK", "0")
     monkeypatch.setenv("HOROVOD_SIZE", "1")
-    launch = config.launch_from_environment()
+    launch = lifecycle.launch_from_environment()
     assert launch.backend is None and launcher.asked == 0
 
 
@@ -97,7 +96,7 @@ def test_init_uses_the_backend_the_launcher_needs(monkeypatch: pytest.MonkeyPatc
     get_plugin_manager().register(Launcher(), name="fake-launcher")
     monkeypatch.setenv("FAKE_LAUNCHER_RANK", "0")
     hvd.init()
-    assert hvd.rank() == 0 and hvd.size() == 1 and basics.context().backend_name == "inmemory"
+    assert hvd.rank() == 0 and hvd.size() == 1 and state.context().backend_name == "inmemory"
     assert hvd.allreduce(np.ones(2), op=hvd.Sum, name="x").tolist() == [1.0, 1.0]
 
 
@@ -109,7 +108,7 @@ def test_an_answer_that_is_not_an_external_world_is_refused(monkeypatch: pytest.
 
     get_plugin_manager().register(Broken(), name="broken-launcher")
     with pytest.raises(PluginError, match=r"answered hvd_external_launch with \(0, 1\), which is not an ExternalWorld"):
-        config.launch_from_environment()
+        lifecycle.launch_from_environment()
 
 
 def test_a_comm_object_forms_independent_worlds() -> None:
@@ -117,7 +116,7 @@ def test_a_comm_object_forms_independent_worlds() -> None:
     get_plugin_manager().register(plugin, name="fake-comms")
 
     def case() -> tuple:
-        job_rank = basics._slot().launch.topology.rank
+        job_rank = state.slot().launch.topology.rank
         color = job_rank % 2
         hvd.init(comm=FakeComm(color, [r for r in range(4) if r % 2 == color]))
         total = hvd.allreduce(np.full(1, job_rank, np.float32), name="world", op=hvd.Sum)
@@ -135,7 +134,7 @@ def test_every_init_lets_plugins_prepare_the_world_of_ranks() -> None:
     def case() -> None:
         hvd.init()
         hvd.shutdown()
-        job_rank = basics._slot().launch.topology.rank
+        job_rank = state.slot().launch.topology.rank
         hvd.init(comm=[1, 0] if job_rank < 2 else [2])
 
     run_cluster(case, 3)

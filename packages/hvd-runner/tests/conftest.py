@@ -23,12 +23,13 @@ JOB_TIMEOUT_S = 120
 
 
 def _installed_backends() -> set[str]:
-    from horovod.common.plugins import get_plugin_manager, reset_plugin_manager
+    from horovod.common.plugin_api import get_plugin_manager
+    from horovod.common.testing.probes import reset_plugins
 
     try:
         return {n for n, s in get_plugin_manager().backends().items() if not s.in_process_only}
     finally:
-        reset_plugin_manager()
+        reset_plugins()
 
 
 def chosen_backend() -> str:

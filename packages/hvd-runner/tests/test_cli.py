@@ -314,11 +314,12 @@ def test_gloo_flag(job_env: dict[str, str]) -> None:
 
 
 def test_check_build_lists_installed_backends() -> None:
-    from horovod.common.plugins import get_plugin_manager, reset_plugin_manager
+    from horovod.common.plugin_api import get_plugin_manager
+    from horovod.common.testing.probes import reset_plugins
 
-    reset_plugin_manager()
+    reset_plugins()
     backends = {n for n, s in get_plugin_manager().backends().items() if not s.in_process_only}
-    reset_plugin_manager()
+    reset_plugins()
     result = horovodrun("--check-build", timeout=60)
     assert result.returncode == 0, result.stderr
     out = result.stdout

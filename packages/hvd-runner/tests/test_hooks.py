@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from horovod.common.plugins import get_plugin_manager, reset_plugin_manager
+from horovod.common.plugin_api import get_plugin_manager
+from horovod.common.testing.probes import reset_plugins
 from horovod.runner import hooks, worker_env
 from horovod.runner.rendezvous import auth
 from horovod.runner.rendezvous.client import RendezvousClient, RendezvousError
@@ -59,7 +60,7 @@ def test_incomplete_settings_fail_loudly(drop: str | None, change: tuple[str, st
 
 
 def test_plugin_manager_finds_the_runner_plugin() -> None:
-    reset_plugin_manager()
+    reset_plugins()
     try:
         secret = auth.new_secret()
         with RendezvousServer(secret) as server:
@@ -68,7 +69,7 @@ def test_plugin_manager_finds_the_runner_plugin() -> None:
             store.close()
         assert get_plugin_manager().rendezvous_store({}) is None
     finally:
-        reset_plugin_manager()
+        reset_plugins()
 
 
 def test_importing_the_hooks_is_light() -> None:

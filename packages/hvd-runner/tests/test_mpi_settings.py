@@ -36,9 +36,9 @@ def installed_default(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         def default_backend(self, device_kind: str) -> SimpleNamespace:
             return SimpleNamespace(name=name[0])
 
-    import horovod.common.plugins as plugins
+    import horovod.common.plugin_api as plugin_api
 
-    monkeypatch.setattr(plugins, "get_plugin_manager", Manager)
+    monkeypatch.setattr(plugin_api, "get_plugin_manager", Manager)
     return name
 
 

@@ -13,7 +13,7 @@ from typing import Iterator
 import pytest
 from conftest import horovodrun, python_ranks
 
-from horovod.common.registry import RendezvousStore
+from horovod.common.plugin_api import RendezvousStore
 from horovod.runner.rendezvous import auth
 from horovod.runner.rendezvous.client import RendezvousClient, RendezvousError
 from horovod.runner.rendezvous.server import KV_PREFIX, RendezvousServer

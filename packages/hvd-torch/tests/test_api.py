@@ -53,7 +53,7 @@ def test_hooks_and_package_import_no_torch() -> None:
     _run(
         "import sys, horovod.torch, horovod.torch.hooks\n"
         "assert 'torch' not in sys.modules, 'importing horovod.torch.hooks imported torch'\n"
-        "from horovod.common.plugins import get_plugin_manager\n"
+        "from horovod.common.plugin_api import get_plugin_manager\n"
         "spec = get_plugin_manager().frameworks()['torch']\n"
         "assert spec.module == 'horovod.torch' and spec.version == horovod.torch.__version__, spec\n"
         "assert 'torch' not in sys.modules, 'loading plugins imported torch'\n"

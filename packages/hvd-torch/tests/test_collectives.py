@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import horovod.torch as hvd
-from horovod.common import _core
+from horovod.common.framework_api import DEVICE_CPU, DEVICE_CUDA
 from hvdtorch_testutil import (
     ALL_DTYPES,
     assert_close,
@@ -420,10 +420,10 @@ def test_cuda_device_kind_gets_the_engines_error(monkeypatch: pytest.MonkeyPatch
     # Without a GPU, report a CPU tensor as CUDA: the engine must refuse it with its clear message.
     from horovod.torch import adapter
 
-    assert adapter.device_kind(torch.device("cuda")) == _core.DEVICE_CUDA
-    assert adapter.device_kind(torch.device("cpu")) == _core.DEVICE_CPU
+    assert adapter.device_kind(torch.device("cuda")) == DEVICE_CUDA
+    assert adapter.device_kind(torch.device("cpu")) == DEVICE_CPU
     describe = adapter.TorchAdapter.describe
-    monkeypatch.setattr(adapter.TorchAdapter, "describe", lambda self, t: (*describe(self, t)[:2], _core.DEVICE_CUDA))
+    monkeypatch.setattr(adapter.TorchAdapter, "describe", lambda self, t: (*describe(self, t)[:2], DEVICE_CUDA))
     # As a CUDA tensor does, it crosses through DLPack: a host address is refused for a CUDA operation.
     monkeypatch.setattr(adapter.TorchAdapter, "buffer", lambda self, t: t)
     cluster(case_device_kind_reaches_the_engine, 2)

@@ -22,7 +22,7 @@ _LIBRARY_NAMES = ("libhvd_backend_example.so", "libhvd_backend_example.dylib", "
 def library_path() -> str:
     """Absolute path of the backend's shared library, installed next to this module
     (FileNotFoundError saying how to install it)."""
-    from horovod.common.backend_library import find_backend_library
+    from horovod.common.plugin_api import find_backend_library
 
     here = os.path.dirname(os.path.abspath(__file__))
     hint = "install the package (pip install --find-links <wheelhouse> examples/hvd-backend-example)"

@@ -6,8 +6,7 @@ nothing heavy and loads no native code. The library path is computed only when t
 
 from __future__ import annotations
 
-from horovod.common.hookspecs import hookimpl
-from horovod.common.registry import BackendSpec
+from horovod.common.plugin_api import BackendSpec, hookimpl
 
 
 def _version() -> str:

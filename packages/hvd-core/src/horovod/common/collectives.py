@@ -12,7 +12,7 @@ import hashlib
 import warnings
 from typing import Any, Callable, Protocol, Sequence
 
-from horovod.common import _core, basics
+from horovod.common import _core, state
 from horovod.common.process_sets import ProcessSet, global_process_set, process_set_id
 
 # Reduction ops, with Horovod's numbering.
@@ -79,7 +79,7 @@ class Collectives:
     @staticmethod
     def _grouped(kind: str, tensors: Sequence[Any], name: str | None, submit: Callable[[Any, str, tuple], int]) -> list[int]:
         """Submits each tensor as ``<name>.<i>`` of one group, so they are negotiated and run together."""
-        base = name or basics.context().auto_name(kind)
+        base = name or state.context().auto_name(kind)
         group = (group_key(base), len(tensors))
         return [submit(t, f"{base}.{i}", group) for i, t in enumerate(tensors)]
 
@@ -102,7 +102,7 @@ class Collectives:
         splits: list[int] | None = None,
         group: tuple[int, int] = _NO_GROUP,
     ) -> int:
-        ctx = basics.context()
+        ctx = state.context()
         a = self.adapter
         prepared = a.prepare(tensor)
         dtype, shape, device = a.describe(prepared)
@@ -160,7 +160,7 @@ class Collectives:
         group: tuple[int, int] = _NO_GROUP,
     ) -> int:
         """:meth:`allreduce_async` for callers that have resolved ``op`` already (from ``average=``)."""
-        name = name or basics.context().auto_name("allreduce")
+        name = name or state.context().auto_name("allreduce")
         # Positional: the hottest call of all (see _submit's parameters for the meaning).
         return self._submit(
             _core.OP_ALLREDUCE, tensor, name, process_set, True, inplace, None, op, -1,
@@ -194,7 +194,7 @@ class Collectives:
         return self._submit(
             _core.OP_ALLGATHER,
             tensor,
-            name or basics.context().auto_name("allgather"),
+            name or state.context().auto_name("allgather"),
             process_set,
             output_like_input=False,
             group=group,
@@ -214,7 +214,7 @@ class Collectives:
         return self._submit(
             _core.OP_BROADCAST,
             tensor,
-            name or basics.context().auto_name("broadcast"),
+            name or state.context().auto_name("broadcast"),
             process_set,
             output_like_input=True,
             inplace=inplace,
@@ -231,7 +231,7 @@ class Collectives:
         return self._submit(
             _core.OP_ALLTOALL,
             tensor,
-            name or basics.context().auto_name("alltoall"),
+            name or state.context().auto_name("alltoall"),
             process_set,
             output_like_input=False,
             finish=lambda h, prepared, out: (a.from_engine(h, prepared), list(h.received_splits)),
@@ -251,7 +251,7 @@ class Collectives:
         return self._submit(
             _core.OP_REDUCESCATTER,
             tensor,
-            name or basics.context().auto_name("reducescatter"),
+            name or state.context().auto_name("reducescatter"),
             process_set,
             output_like_input=False,
             op=op,
@@ -291,7 +291,7 @@ def _flatten(values: Any) -> list:
 
 def barrier(process_set: ProcessSet = global_process_set) -> None:
     """Blocks until every rank of the process set has reached the barrier."""
-    ctx = basics.context()
+    ctx = state.context()
     core = ctx.engine.enqueue(_core.OP_BARRIER, "barrier", None, 0, [], process_set=process_set_id(process_set))
     ctx.synchronize(ctx.submit(core))
 
@@ -299,16 +299,16 @@ def barrier(process_set: ProcessSet = global_process_set) -> None:
 def join(device: int = -1) -> int:
     """Declares this rank done: until every rank has joined it contributes neutral data to the
     others' collectives. Returns the rank that joined last."""
-    ctx = basics.context()
+    ctx = state.context()
     core = ctx.engine.enqueue(_core.OP_JOIN, "join", None, 0, [])
     return ctx.synchronize(ctx.submit(core, lambda h, kept, out: int(h.value)))
 
 
 def poll(handle: int) -> bool:
     """True when the operation behind ``handle`` has completed (never blocks)."""
-    return basics.context().poll(handle)
+    return state.context().poll(handle)
 
 
 def synchronize(handle: int) -> Any:
     """Waits for the operation behind ``handle`` and returns its result (raises its error)."""
-    return basics.context().synchronize(handle)
+    return state.context().synchronize(handle)

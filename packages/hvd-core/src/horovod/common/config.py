@@ -7,10 +7,21 @@ own overrides, since ``os.environ`` is shared).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import os
 from typing import Any, Mapping
+
+from horovod.common.world import ExternalWorld, Launch, Topology
+
+__all__ = [
+    "LOG_LEVELS",
+    "ExternalWorld",  # defined in horovod.common.world; importable from here as before
+    "Launch",
+    "Topology",
+    "engine_config",
+    "failure_report_key",
+    "requested_backend",
+    "topology_from_env",
+]
 
 _log = logging.getLogger("horovod")
 
@@ -26,52 +37,6 @@ _NOT_YET = (
     "HOROVOD_THREAD_AFFINITY",
     "HOROVOD_DISABLE_GROUP_FUSION",
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class Topology:
-    """Where this process sits in the job, as the launcher (or the test kit) describes it."""
-
-    rank: int = 0
-    size: int = 1
-    local_rank: int = 0
-    local_size: int = 1
-    cross_rank: int = 0
-    cross_size: int = 1
-
-
-@dataclasses.dataclass(frozen=True)
-class Launch:
-    """How init() connects: the topology, the knobs, and (in tests) a shared in-process store."""
-
-    topology: Topology
-    env: Mapping[str, str]
-    #: A ready store object for the engine (test kit), or None to let init() choose.
-    store: Any = None
-    #: A key prefix unique to this job; init() appends the initialisation count.
-    job_key: str = "job"
-    #: The backend that connects this job when a plugin described it (:class:`ExternalWorld`);
-    #: None for horovodrun's jobs and the test kit's.
-    backend: str | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class ExternalWorld:
-    """A job, or a world inside one, that a plugin describes because horovodrun did not start it:
-    the ranks of ``mpirun -np 4 python train.py``, or the members of an mpi4py communicator given to
-    ``init(comm=...)``. Answer of the hooks ``hvd_external_launch`` and ``hvd_init_world``.
-
-    .. versionadded:: 0.2
-    """
-
-    #: This process's place in the job or world.
-    topology: Topology
-    #: The backend that must connect it. It connects its ranks by itself: the engine hands it an
-    #: in-memory store, since no rendezvous server exists.
-    backend: str
-    #: Tells this world from other worlds of the same job in store keys (for a backend that keys its
-    #: set-up by them); "" when the backend needs no store.
-    name: str = ""
 
 
 def _int(env: Mapping[str, str], key: str, default: int, minimum: int | None = None) -> int:
@@ -125,21 +90,6 @@ def topology_from_env(env: Mapping[str, str]) -> Topology:
     return Topology(rank, size, local_rank, local_size, cross_rank, cross_size)
 
 
-def launch_from_environment() -> Launch:
-    """This process's job: horovodrun's ``HOROVOD_*`` variables, else what a plugin recognises
-    (a job started by another launcher, e.g. mpirun), else a lone process (rank 0 of 1)."""
-    env = dict(os.environ)
-    launch = Launch(topology=topology_from_env(env), env=env, job_key=env.get("HOROVOD_JOB_KEY", "job"))
-    if "HOROVOD_RANK" in env:  # horovodrun describes every job it starts; no plugin is asked
-        return launch
-    from horovod.common.plugins import get_plugin_manager  # here: plugins import this module
-
-    external = get_plugin_manager().external_launch(env)
-    if external is None:
-        return launch
-    return dataclasses.replace(launch, topology=external.topology, backend=external.backend)
-
-
 def failure_report_key(job_key: str) -> str:
     """The store key under which a launcher describes the first rank its job lost (one line of
     text, or empty for none): the contract between launchers and the engine."""
@@ -188,5 +138,3 @@ def requested_backend(env: Mapping[str, str]) -> str | None:
         if value:
             return value
     return None
-
-

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Callable
 
-from horovod.common.config import Topology
+from horovod.common.world import Topology
 
 # A pending operation is a plain tuple (core handle, finish, kept, out), made once per tensor
 # (hundreds per training step, so no per-operation object or closure): the engine borrows the

@@ -6,11 +6,11 @@ import numpy as np
 
 from horovod.common import _core
 
-_CODE_BY_NAME = {
+CODES: dict[str, int] = {
     name: getattr(_core, f"DTYPE_{name.upper()}")
     for name in ("uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64", "bool")
 }
-NAMES = {code: name for name, code in _CODE_BY_NAME.items()}
+NAMES = {code: name for name, code in CODES.items()}
 
 
 def _bfloat16() -> np.dtype | None:
@@ -23,11 +23,11 @@ def _bfloat16() -> np.dtype | None:
 
 def code_of(dtype: np.dtype) -> int:
     """The engine code for a numpy dtype; ValueError naming the dtype when unsupported."""
-    code = _CODE_BY_NAME.get(np.dtype(dtype).name)
+    code = CODES.get(np.dtype(dtype).name)
     if code is None:
         raise ValueError(
             f"dtype {np.dtype(dtype).name} is not supported by hvd collectives "
-            f"(supported: {', '.join(_CODE_BY_NAME)})"
+            f"(supported: {', '.join(CODES)})"
         )
     return code
 
@@ -43,4 +43,4 @@ def numpy_dtype(code: int) -> np.dtype:
 
 def from_name(name: str) -> np.dtype:
     """The numpy dtype for an engine dtype name ("bfloat16" included, via ml_dtypes)."""
-    return numpy_dtype(_CODE_BY_NAME[name])
+    return numpy_dtype(CODES[name])

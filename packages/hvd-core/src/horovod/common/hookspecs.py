@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 
 import pluggy
 
-from horovod.common.config import ExternalWorld, Topology
+from horovod.common.world import ExternalWorld, Topology
 from horovod.common.registry import BackendSpec, FrameworkSpec, RendezvousStore
 
 hookspec = pluggy.HookspecMarker("horovod")

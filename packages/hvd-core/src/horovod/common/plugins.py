@@ -24,7 +24,7 @@ from typing import Any, Callable, Literal, Mapping, TypeVar
 import pluggy
 
 from horovod.common import hookspecs
-from horovod.common.config import ExternalWorld, Topology
+from horovod.common.world import ExternalWorld, Topology
 from horovod.common.registry import BackendSpec, FrameworkSpec, RendezvousStore
 
 __all__ = [

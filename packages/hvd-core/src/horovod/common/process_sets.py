@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from horovod.common import basics
+from horovod.common import state
 
 
 class ProcessSet:
@@ -28,9 +28,9 @@ class ProcessSet:
         self.process_set_id: int | None = None
 
     def _context_engine(self) -> Any | None:
-        if self.process_set_id is None or not basics.is_initialized():
+        if self.process_set_id is None or not state.is_initialized():
             return None
-        return basics.context().engine
+        return state.context().engine
 
     def size(self) -> int | None:
         """Number of ranks in the set, or None if it is not registered."""
@@ -73,7 +73,7 @@ class _GlobalProcessSet(ProcessSet):
 
     @property  # type: ignore[override]
     def ranks(self) -> list[int]:
-        return list(range(basics.size())) if basics.is_initialized() else []
+        return list(range(state.topology().size)) if state.is_initialized() else []
 
     @ranks.setter
     def ranks(self, value: list[int]) -> None:  # the base class assigns it once; ignored
@@ -97,7 +97,7 @@ def add_process_set(process_set: ProcessSet | Sequence[int]) -> ProcessSet:
     ps = process_set if isinstance(process_set, ProcessSet) else ProcessSet(process_set)
     if ps.process_set_id is not None:
         raise ValueError(f"{ps!r} is already registered")
-    engine = basics.context().engine
+    engine = state.context().engine
     handle = engine.add_process_set(ps.ranks)
     handle.wait()
     ps.process_set_id = handle.value
@@ -108,7 +108,7 @@ def remove_process_set(process_set: ProcessSet) -> bool:
     """Removes a dynamic process set on every rank (collective). Returns False if it was not registered."""
     if process_set.process_set_id is None or process_set.process_set_id == 0:
         return False
-    engine = basics.context().engine
+    engine = state.context().engine
     handle = engine.remove_process_set(process_set.process_set_id)
     handle.wait()
     process_set.process_set_id = None

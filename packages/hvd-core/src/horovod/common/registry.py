@@ -32,9 +32,20 @@ class BackendSpec:
     priority: int = 0
     #: True for backends whose ranks must all live in one process (the in-memory test backend).
     in_process_only: bool = False
+    #: Whether other code may call the backend's communication library from its own threads while
+    #: the engine runs (MPI_THREAD_MULTIPLE for MPI): ``hvd.mpi_threads_supported()`` asks the
+    #: running backend. A bool, or a callable asked only then (it may need the library loaded).
+    #:
+    #: .. versionadded:: 0.2
+    threads_supported_by: bool | Callable[[], bool] = False
 
     def library_path(self) -> str:
         return self.library() if callable(self.library) else self.library
+
+    def threads_supported(self) -> bool:
+        """The answer of :attr:`threads_supported_by`."""
+        answer = self.threads_supported_by
+        return bool(answer() if callable(answer) else answer)
 
 
 @dataclasses.dataclass(frozen=True)

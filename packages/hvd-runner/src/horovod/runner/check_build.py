@@ -22,7 +22,7 @@ def _lines(known: Iterable[tuple[str, str]], available: set[str], extra: Iterabl
 
 def check_build_text() -> str:
     import horovod
-    from horovod.common.plugins import get_plugin_manager
+    from horovod.common.plugin_api import get_plugin_manager
 
     manager = get_plugin_manager()
     frameworks = set(manager.frameworks())
@@ -43,7 +43,7 @@ def check_build_text() -> str:
 
 
 def list_plugins_text() -> str:
-    from horovod.common.plugins import get_plugin_manager
+    from horovod.common.plugin_api import get_plugin_manager
 
     rows = [("NAME", "DISTRIBUTION", "VERSION", "STATUS", "REASON")]
     for info in get_plugin_manager().plugin_infos():

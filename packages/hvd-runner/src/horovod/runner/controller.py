@@ -60,7 +60,7 @@ def _from_environment(environ: Mapping[str, str]) -> Choice | None:
 
 
 def _default() -> Choice:
-    from horovod.common.plugins import PluginError, get_plugin_manager
+    from horovod.common.plugin_api import PluginError, get_plugin_manager
 
     try:
         default = get_plugin_manager().default_backend("cpu").name

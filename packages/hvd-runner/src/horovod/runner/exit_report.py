@@ -63,7 +63,7 @@ def install() -> None:
 
 def is_secondary(error: BaseException) -> bool:
     """Whether ``error`` is Horovod stopping under this rank (a consequence, not a cause)."""
-    from horovod.common.exceptions import HorovodInternalError
+    from horovod.common import HorovodInternalError
 
     return isinstance(error, HorovodInternalError)
 

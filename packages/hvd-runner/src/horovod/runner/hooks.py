@@ -9,8 +9,7 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
-from horovod.common.hookspecs import hookimpl
-from horovod.common.registry import RendezvousStore
+from horovod.common.plugin_api import RendezvousStore, hookimpl
 
 # Kept literal (not imported from worker_env) so that this module stays import-light.
 _ADDR = "HOROVOD_RENDEZVOUS_ADDR"

@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Callable, Mapping, Sequence, TextIO
 
-from horovod.common.config import failure_report_key
+from horovod.common.plugin_api import failure_report_key
 from horovod.runner import settings as settings_mod
 from horovod.runner import exit_report, loss_report, worker_env
 from horovod.runner.local import LocalJob, Outcome, RankSpec, Report
@@ -148,7 +148,7 @@ def _backend_choice(env: Mapping[str, str]) -> str:
     for key in (worker_env.CPU_OPERATIONS, worker_env.CONTROLLER):
         if env.get(key, "").strip():
             return f"{env[key].strip().lower()} (from {key})"
-    from horovod.common.plugins import PluginError, get_plugin_manager
+    from horovod.common.plugin_api import PluginError, get_plugin_manager
 
     try:
         return f"{get_plugin_manager().default_backend('cpu').name} (the installed default)"

@@ -41,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The launcher's own logging too (the rendezvous server logs requests at DEBUG; never secrets).
         levels = {"TRACE": logging.DEBUG, "FATAL": logging.CRITICAL}
         logging.basicConfig(level=levels.get(ns.log_level, getattr(logging, ns.log_level)))
-    from horovod.common.plugins import PluginError
+    from horovod.common.plugin_api import PluginError
 
     from horovod.runner import settings
 

@@ -22,7 +22,7 @@ _UNBUFFERED = "PYTHONUNBUFFERED"
 
 def _check_backend() -> str | None:
     """None when hvd-backend-mpi is usable, else why not (with what to install)."""
-    from horovod.common.plugins import PluginError, get_plugin_manager
+    from horovod.common.plugin_api import PluginError, get_plugin_manager
 
     try:
         get_plugin_manager().backend(MPI)

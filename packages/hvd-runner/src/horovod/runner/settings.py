@@ -139,7 +139,7 @@ def check_nics(nics: list[str]) -> None:
 
 
 def _check_gloo_installed() -> None:
-    from horovod.common.plugins import get_plugin_manager
+    from horovod.common.plugin_api import get_plugin_manager
 
     if "gloo" not in get_plugin_manager().backends():
         raise UsageError("--gloo: the gloo backend is not installed: pip install hvd-backend-gloo")

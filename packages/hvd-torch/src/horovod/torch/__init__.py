@@ -29,12 +29,13 @@ _EXPORTS = {
         "grouped_reducescatter_async poll synchronize join barrier"
     ),
     "compression": "Compression",
-    "functions": "broadcast_parameters broadcast_optimizer_state broadcast_object allgather_object",
+    "functions": "broadcast_parameters broadcast_optimizer_state",
+    "objects": "broadcast_object allgather_object",
     "optimizer": "DistributedOptimizer",
     "sync_batch_norm": "SyncBatchNorm",
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names.split()}
-_SUBMODULES = {"adapter", "compression", "functions", "handles", "mpi_ops", "optimizer", "sync_batch_norm"}
+_SUBMODULES = {"adapter", "compression", "functions", "handles", "mpi_ops", "objects", "optimizer", "sync_batch_norm"}
 
 __all__ = ["__version__", *_WHERE]
 

@@ -12,23 +12,13 @@ from typing import Any
 
 import torch
 
-from horovod.common import _core
+from horovod.common.framework_api import DEVICE_CPU, DEVICE_CUDA, DTYPE_CODES
 
-_DTYPE_CODES: dict[torch.dtype, int] = {
-    torch.uint8: _core.DTYPE_UINT8,
-    torch.int8: _core.DTYPE_INT8,
-    torch.int16: _core.DTYPE_INT16,
-    torch.int32: _core.DTYPE_INT32,
-    torch.int64: _core.DTYPE_INT64,
-    torch.float16: _core.DTYPE_FLOAT16,
-    torch.bfloat16: _core.DTYPE_BFLOAT16,
-    torch.float32: _core.DTYPE_FLOAT32,
-    torch.float64: _core.DTYPE_FLOAT64,
-    torch.bool: _core.DTYPE_BOOL,
-}
+# torch names its dtypes as the engine does (torch.float32 <-> "float32", torch.bool <-> "bool").
+_DTYPE_CODES: dict[torch.dtype, int] = {getattr(torch, name): code for name, code in DTYPE_CODES.items()}
 SUPPORTED_DTYPES: tuple[torch.dtype, ...] = tuple(_DTYPE_CODES)
 
-_DEVICE_KINDS = {"cpu": _core.DEVICE_CPU, "cuda": _core.DEVICE_CUDA}  # ROCm tensors are "cuda" in torch
+_DEVICE_KINDS = {"cpu": DEVICE_CPU, "cuda": DEVICE_CUDA}  # ROCm tensors are "cuda" in torch
 
 
 def dtype_code(dtype: torch.dtype) -> int:
@@ -48,7 +38,7 @@ def device_kind(device: torch.device) -> int:
 
 
 class TorchAdapter:
-    """The :class:`horovod.common.collectives.TensorAdapter` for torch tensors."""
+    """The :class:`horovod.common.framework_api.TensorAdapter` for torch tensors."""
 
     def prepare(self, tensor: Any) -> torch.Tensor:
         if not isinstance(tensor, torch.Tensor):
@@ -70,7 +60,7 @@ class TorchAdapter:
         code = _DTYPE_CODES.get(tensor.dtype)
         if code is None:
             code = dtype_code(tensor.dtype)
-        return code, tensor.shape, _core.DEVICE_CPU if tensor.is_cpu else device_kind(tensor.device)
+        return code, tensor.shape, DEVICE_CPU if tensor.is_cpu else device_kind(tensor.device)
 
     def buffer(self, tensor: torch.Tensor) -> tuple[int, int] | torch.Tensor:
         # A prepared tensor is contiguous, so its memory is exactly nbytes from data_ptr().

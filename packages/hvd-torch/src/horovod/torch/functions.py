@@ -1,16 +1,19 @@
-"""Synchronising model and optimizer state, and arbitrary Python objects, between ranks."""
+"""Synchronising model and optimizer state between ranks (objects: :mod:`horovod.torch.objects`)."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, Iterable
 
-import cloudpickle
 import torch
 
-from horovod.common import basics
-from horovod.common.process_sets import ProcessSet, global_process_set
-from horovod.torch.mpi_ops import _set_rank, allgather_async, broadcast_, broadcast_async_, synchronize
+from horovod.common import framework_api as api
+from horovod.common.framework_api import ProcessSet, global_process_set
+from horovod.torch.mpi_ops import broadcast_, broadcast_async_, synchronize
+from horovod.torch.objects import allgather_object, broadcast_object
+from horovod.torch.optimizer import _DistributedOptimizer
+
+__all__ = ["allgather_object", "broadcast_object", "broadcast_optimizer_state", "broadcast_parameters"]
 
 
 def broadcast_parameters(params: Any, root_rank: int, process_set: ProcessSet = global_process_set) -> None:
@@ -34,47 +37,6 @@ def broadcast_parameters(params: Any, root_rank: int, process_set: ProcessSet = 
         synchronize(handle)
 
 
-def _serialize(obj: Any) -> torch.Tensor:
-    return torch.frombuffer(bytearray(cloudpickle.dumps(obj)), dtype=torch.uint8)
-
-
-def _deserialize(data: torch.Tensor) -> Any:
-    return cloudpickle.loads(data.numpy().tobytes())
-
-
-def broadcast_object(
-    obj: Any, root_rank: int = 0, name: str | None = None, process_set: ProcessSet = global_process_set
-) -> Any:
-    """Returns ``root_rank``'s ``obj`` on every rank (serialised with cloudpickle).
-
-    The root gets its own object back; the others a copy. ``obj`` is ignored on the other ranks.
-    """
-    base = name or basics.context().auto_name("broadcast_object")
-    is_root = _set_rank(process_set) == root_rank
-    data = _serialize(obj) if is_root else None
-    size = torch.tensor([data.numel() if data is not None else 0], dtype=torch.int64)
-    broadcast_(size, root_rank, f"{base}.size", process_set)
-    if data is None:
-        data = torch.empty(int(size[0]), dtype=torch.uint8)
-    broadcast_(data, root_rank, f"{base}.data", process_set)
-    return obj if is_root else _deserialize(data)
-
-
-def allgather_object(obj: Any, name: str | None = None, process_set: ProcessSet = global_process_set) -> list:
-    """Returns the list of every rank's ``obj`` (in rank order), serialised with cloudpickle."""
-    base = name or basics.context().auto_name("allgather_object")
-    data = _serialize(obj)
-    sizes_handle = allgather_async(torch.tensor([data.numel()], dtype=torch.int64), f"{base}.sizes", process_set)
-    data_handle = allgather_async(data, f"{base}.data", process_set)
-    sizes = synchronize(sizes_handle).tolist()
-    gathered = synchronize(data_handle)
-    objects, start = [], 0
-    for size in sizes:
-        objects.append(_deserialize(gathered[start : start + size]))
-        start += size
-    return objects
-
-
 # --- optimizer state --------------------------------------------------------------------------------
 
 
@@ -95,8 +57,6 @@ def _initialize_state(optimizer: torch.optim.Optimizer) -> None:
     """Creates the optimizer's lazily created state, as Horovod does: one local step with zero
     gradients. Unlike Horovod, parameters and gradients are restored afterwards, so that the step
     has no other effect (with weight decay it would otherwise move the parameters)."""
-    from horovod.torch.optimizer import _DistributedOptimizer
-
     saved = []
     for p in _params(optimizer):
         if p.requires_grad:
@@ -130,7 +90,7 @@ def broadcast_optimizer_state(
     if len(optimizer.state) == 0:
         _initialize_state(optimizer)
     params = _params(optimizer)
-    is_root = _set_rank(process_set) == root_rank
+    is_root = api.set_rank(process_set) == root_rank
     layout = None
     if is_root:
         layout = {

@@ -9,19 +9,18 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from horovod.common import basics, collectives
+from horovod.common.framework_api import combine, poll, synchronize
 
-poll = collectives.poll
-synchronize = collectives.synchronize
+__all__ = ["poll", "register", "single", "synchronize"]
 
 
 def register(parts: Sequence[int], finish: Callable[[list], Any]) -> int:
     """A handle for the engine operations ``parts``, whose results ``finish`` turns into one result."""
-    return basics.context().combine(list(parts), finish)
+    return combine(parts, finish)
 
 
 def single(part: int, finish: Callable[[Any], Any] | None = None) -> int:
     """A handle for one engine operation (its result passed through ``finish`` if given)."""
     if finish is None:
         return part
-    return basics.context().combine([part], lambda results: finish(results[0]))
+    return combine([part], lambda results: finish(results[0]))

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from horovod.common.hookspecs import hookimpl
-from horovod.common.registry import FrameworkSpec
+from horovod.common.plugin_api import FrameworkSpec, hookimpl
 from horovod.torch.version import __version__
 
 

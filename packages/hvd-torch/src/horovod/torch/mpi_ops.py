@@ -18,15 +18,29 @@ from typing import Any, Sequence
 
 import torch
 
-from horovod.common import basics, collectives
-from horovod.common.basics import (  # noqa: F401  (Horovod's torch API re-exports these)
+from horovod.common import framework_api as api
+from horovod.common.framework_api import (  # noqa: F401  (Horovod's torch API re-exports these)
+    Adasum,
+    Average,
+    CollectiveMismatchError,
+    Collectives,
+    HorovodInternalError,
+    HostsUpdatedInterrupt,
+    Max,
+    Min,
+    ProcessSet,
+    Product,
+    Sum,
+    add_process_set,
     ccl_built,
     cross_rank,
     cross_size,
     cuda_built,
     ddl_built,
+    global_process_set,
     gloo_built,
     gloo_enabled,
+    handle_average_backwards_compatibility,
     init,
     is_homogeneous,
     is_initialized,
@@ -37,24 +51,13 @@ from horovod.common.basics import (  # noqa: F401  (Horovod's torch API re-expor
     mpi_threads_supported,
     nccl_built,
     rank,
+    remove_process_set,
     rocm_built,
     shutdown,
     size,
     start_timeline,
     stop_timeline,
 )
-from horovod.common.collectives import (  # noqa: F401
-    Adasum,
-    Average,
-    Collectives,
-    Max,
-    Min,
-    Product,
-    Sum,
-    handle_average_backwards_compatibility,
-)
-from horovod.common.exceptions import CollectiveMismatchError, HorovodInternalError, HostsUpdatedInterrupt  # noqa: F401
-from horovod.common.process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set  # noqa: F401
 from horovod.torch import handles
 from horovod.torch.adapter import TorchAdapter
 from horovod.torch.compression import Compression
@@ -229,7 +232,7 @@ def sparse_allreduce_async(
         raise ValueError("sparse_allreduce_async needs a sparse COO tensor; use allreduce_async for dense tensors")
     if op not in (Average, Sum):
         raise ValueError("sparse_allreduce_async supports op=Average and op=Sum")
-    name = name or basics.context().auto_name("sparse_allreduce")
+    name = name or api.auto_name("sparse_allreduce")
     # Allgather concatenates along the first dimension: send indices as (nnz, sparse_dims).
     indices = _ops.allgather_async(tensor._indices().t().contiguous(), name=f"{name}.indices", process_set=process_set)
     values = _ops.allgather_async(tensor._values(), name=f"{name}.values", process_set=process_set)
@@ -429,25 +432,18 @@ def join(device: int = -1) -> int:
     """Declares that this rank has no more data: until every rank has joined, it takes part in the
     others' allreduces with zeros. Blocks until all ranks joined; returns the rank that joined last.
     (``device`` is accepted for Horovod compatibility.)"""
-    return collectives.join(device)
+    return api.join(device)
 
 
 def barrier(process_set: ProcessSet = global_process_set) -> None:
     """Blocks until every rank of ``process_set`` has reached the barrier."""
-    collectives.barrier(process_set)
+    api.barrier(process_set)
 
 
 # --- autograd ---------------------------------------------------------------------------------------
 # The synchronous collectives above are these Functions; their backward passes call the same
 # (differentiable) collectives, so every rank must run backward through them in the same order.
 
-
-def _set_rank(process_set: ProcessSet) -> int:
-    return process_set.rank() if process_set.process_set_id else basics.rank()
-
-
-def _set_size(process_set: ProcessSet) -> int:
-    return process_set.size() if process_set.process_set_id else basics.size()
 
 
 class _Allreduce(torch.autograd.Function):
@@ -482,7 +478,7 @@ class _GroupedAllreduce(torch.autograd.Function):
 def _row_offsets(rows: list[int], process_set: ProcessSet) -> list[int]:
     """Where this rank's rows start in allgathered tensors, given its row count for each."""
     counts = grouped_allgather([torch.tensor([n], dtype=torch.int64) for n in rows], process_set=process_set)
-    own = _set_rank(process_set)
+    own = api.set_rank(process_set)
     return [int(c[:own].sum()) for c in counts]
 
 
@@ -523,7 +519,7 @@ class _Broadcast(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):  # type: ignore[override]
         reduced = allreduce(grad_output, op=Average, process_set=ctx.process_set)
-        if _set_rank(ctx.process_set) != ctx.root_rank:
+        if api.set_rank(ctx.process_set) != ctx.root_rank:
             reduced = torch.zeros_like(reduced)
         return reduced, None, None, None
 
@@ -546,7 +542,7 @@ class _Alltoall(torch.autograd.Function):
 
 def _reducescatter_grad_scale(op: int, process_set: ProcessSet, prescale_factor: float, postscale_factor: float) -> float:
     scale = prescale_factor * postscale_factor
-    return scale / _set_size(process_set) if op == Average else scale
+    return scale / api.set_size(process_set) if op == Average else scale
 
 
 class _Reducescatter(torch.autograd.Function):

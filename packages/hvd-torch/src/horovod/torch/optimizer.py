@@ -15,10 +15,10 @@ from typing import Any, Iterator
 
 import torch
 
-from horovod.common import basics
-from horovod.common.process_sets import ProcessSet, global_process_set, process_set_id
+from horovod.common import framework_api as api
+from horovod.common.framework_api import ProcessSet, global_process_set, process_set_id
 from horovod.torch.compression import Compression
-from horovod.torch.functions import broadcast_object
+from horovod.torch.objects import broadcast_object
 from horovod.torch.mpi_ops import (
     Adasum,
     Average,
@@ -123,7 +123,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._groups_ready: set[tuple] = set()
         self._next_group = 0
 
-        basics.context()  # Horovod must be initialised first (a clear error otherwise)
+        api.require_initialized()  # a clear error otherwise
         process_set_id(process_set)  # and the process set registered
         if self.process_set.included():
             self._register_hooks()

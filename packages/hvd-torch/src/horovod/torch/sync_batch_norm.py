@@ -18,9 +18,9 @@ import torch
 import torch.nn.functional as F
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from horovod.common import basics
-from horovod.common.process_sets import ProcessSet, global_process_set
-from horovod.torch.mpi_ops import Sum, _set_size, allgather_async, allreduce_async, synchronize
+from horovod.common import framework_api as api
+from horovod.common.framework_api import ProcessSet, global_process_set
+from horovod.torch.mpi_ops import Sum, allgather_async, allreduce_async, synchronize
 
 # Stable collective names per layer, so that repeated steps hit the engine's response cache. A
 # layer is named when it first runs under a Horovod instance, in the same order on every rank.
@@ -29,14 +29,14 @@ _layer_names_lock = threading.Lock()
 
 
 def _layer_name(module: torch.nn.Module) -> str:
-    ctx = basics.context()
+    instance = api.current_instance()
     with _layer_names_lock:
-        names = _layer_names.get(ctx)
+        names = _layer_names.get(instance)
         if names is None:
-            names = _layer_names[ctx] = weakref.WeakKeyDictionary()
+            names = _layer_names[instance] = weakref.WeakKeyDictionary()
         name = names.get(module)
         if name is None:
-            name = names[module] = ctx.auto_name("sync_batch_norm")
+            name = names[module] = api.auto_name("sync_batch_norm")
     return name
 
 
@@ -78,7 +78,7 @@ class SyncBatchNorm(_BatchNorm):
         updated = self.training and self.track_running_stats
         running_mean = self.running_mean if not self.training or self.track_running_stats else None
         running_var = self.running_var if not self.training or self.track_running_stats else None
-        if not use_batch_stats or _set_size(self.process_set) == 1:
+        if not use_batch_stats or api.set_size(self.process_set) == 1:
             return F.batch_norm(input, running_mean, running_var, self.weight, self.bias, use_batch_stats, factor, self.eps)
         return _SyncBatchNorm.apply(
             input, self.weight, self.bias, running_mean if updated else None, running_var if updated else None,

@@ -32,7 +32,7 @@ _LIBRARY_NAMES = ("libhvd_backend_gloo.so", "libhvd_backend_gloo.dylib")
 
 def library_path() -> str:
     """Absolute path of the backend's shared library (FileNotFoundError saying how to install it)."""
-    from horovod.common.backend_library import find_backend_library
+    from horovod.common.plugin_api import find_backend_library
 
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), _NATIVE_DIR)
     hint = "install the package (pip install hvd-backend-gloo, which needs Gloo: apt-get install libgloo-dev)"

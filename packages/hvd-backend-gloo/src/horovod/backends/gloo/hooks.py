@@ -9,8 +9,7 @@ from __future__ import annotations
 from typing import Callable
 
 from horovod.backends.gloo.version import __version__
-from horovod.common.hookspecs import hookimpl
-from horovod.common.registry import BackendSpec
+from horovod.common.plugin_api import BackendSpec, hookimpl
 
 #: Among CPU backends the highest priority is the default: Gloo is hvd's default CPU backend.
 PRIORITY = 100

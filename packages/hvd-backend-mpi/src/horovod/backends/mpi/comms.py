@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Mapping
 
-from horovod.common.config import ExternalWorld
+from horovod.common.plugin_api import ExternalWorld
 
 
 def is_mpi4py_comm(obj: Any) -> bool:

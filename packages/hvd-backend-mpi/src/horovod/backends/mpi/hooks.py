@@ -10,9 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from horovod.backends.mpi.version import __version__
-from horovod.common.config import ExternalWorld, Topology
-from horovod.common.hookspecs import hookimpl
-from horovod.common.registry import BackendSpec
+from horovod.common.plugin_api import BackendSpec, ExternalWorld, Topology, hookimpl
 
 NAME = "mpi"
 #: Below Gloo's 100: a job horovodrun starts defaults to Gloo (MPI cannot connect processes that
@@ -27,10 +25,26 @@ def _library() -> str:
     return library_path()
 
 
+def _threads_supported() -> bool:
+    """Asked by hvd.mpi_threads_supported() while this backend runs (its library is loaded then)."""
+    from horovod.backends.mpi import threads_supported
+
+    return threads_supported()
+
+
 @hookimpl
 def hvd_register_backends(register: Callable[[BackendSpec], None]) -> None:
     """Registers the "mpi" CPU backend (``horovodrun --mpi``, ``HOROVOD_CPU_OPERATIONS=mpi``)."""
-    register(BackendSpec(name=NAME, library=_library, device_kinds=("cpu",), version=__version__, priority=PRIORITY))
+    register(
+        BackendSpec(
+            name=NAME,
+            library=_library,
+            device_kinds=("cpu",),
+            version=__version__,
+            priority=PRIORITY,
+            threads_supported_by=_threads_supported,
+        )
+    )
 
 
 @hookimpl

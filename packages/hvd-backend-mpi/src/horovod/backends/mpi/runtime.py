@@ -12,7 +12,7 @@ import threading
 from ctypes import POINTER, c_char_p, c_int, c_int32, c_int64, c_size_t
 from typing import Mapping, Sequence
 
-from horovod.common.config import Topology
+from horovod.common.plugin_api import Topology
 
 #: MPI's thread levels as the library numbers them (the same for every MPI).
 THREAD_LEVELS = ("MPI_THREAD_SINGLE", "MPI_THREAD_FUNNELED", "MPI_THREAD_SERIALIZED", "MPI_THREAD_MULTIPLE")

@@ -276,15 +276,9 @@ def case_dynamic_process_sets() -> None:
 
 
 def _size_from_env() -> int:
-    from horovod.common import basics
+    from horovod.common.testing.probes import job_topology
 
-    slot = basics._slot()
-    launch = slot.launch
-    if launch is not None:
-        return launch.topology.size
-    from horovod.common.config import launch_from_environment
-
-    return launch_from_environment().topology.size
+    return job_topology().size
 
 
 def expect_error(kind: type, fragments: tuple[str, ...], call: Callable[[], object]) -> str:

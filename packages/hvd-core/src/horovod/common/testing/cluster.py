@@ -14,8 +14,8 @@ import traceback
 import uuid
 from typing import Any, Callable, Mapping, Sequence
 
-from horovod.common import basics
-from horovod.common.config import Launch, Topology
+from horovod.common import lifecycle, state
+from horovod.common.world import Launch, Topology
 
 
 class ClusterError(AssertionError):
@@ -56,19 +56,19 @@ def run_cluster(
 
     def rank_main(rank: int) -> None:
         topology = Topology(rank=rank, size=np, local_rank=rank, local_size=np, cross_rank=0, cross_size=1)
-        basics.set_thread_launch(Launch(topology=topology, env=merged_env, store=store, job_key=job_key))
+        state.set_thread_launch(Launch(topology=topology, env=merged_env, store=store, job_key=job_key))
         try:
             results[rank] = fn(*args)
         except BaseException:  # noqa: BLE001 - reported with the rank
             failures[rank] = traceback.format_exc()
-            basics.shutdown()
+            lifecycle.shutdown()
         finally:
             try:
                 finished.wait(timeout)
             except threading.BrokenBarrierError:
                 pass
-            basics.shutdown()
-            basics.set_thread_launch(None)
+            lifecycle.shutdown()
+            state.set_thread_launch(None)
 
     threads = [threading.Thread(target=rank_main, args=(r,), name=f"hvd-rank-{r}", daemon=True) for r in range(np)]
     for t in threads:

@@ -1,0 +1,179 @@
+"""The framework API: what a framework package (hvd-torch, hvd-tensorflow, ...) builds on.
+
+A framework package gives a :class:`TensorAdapter` saying how its tensors reach the engine, and
+gets every collective from :class:`Collectives`; the rest of its API (init, rank, process sets,
+errors, handles) is re-exported from here. Framework packages import hvd-core only through this
+module (and :mod:`horovod.common.plugin_api` for their ``hooks.py``): the modules behind it may move
+between releases, these names may not (they only gain members).
+
+Importing this module loads hvd-core's native engine (the dtype codes come from it).
+
+.. versionadded:: 0.2
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from horovod.common import _core, state
+from horovod.common.basics import (
+    ccl_built,
+    cross_rank,
+    cross_size,
+    cuda_built,
+    ddl_built,
+    gloo_built,
+    gloo_enabled,
+    init,
+    is_homogeneous,
+    is_initialized,
+    local_rank,
+    local_size,
+    mpi_built,
+    mpi_enabled,
+    mpi_threads_supported,
+    nccl_built,
+    rank,
+    rocm_built,
+    shutdown,
+    size,
+    start_timeline,
+    stop_timeline,
+)
+from horovod.common.collectives import (
+    Adasum,
+    Average,
+    Collectives,
+    Max,
+    Min,
+    Product,
+    Sum,
+    TensorAdapter,
+    barrier,
+    handle_average_backwards_compatibility,
+    join,
+    poll,
+    synchronize,
+)
+from horovod.common.dtypes import CODES as DTYPE_CODES
+from horovod.common.exceptions import CollectiveMismatchError, HorovodInternalError, HostsUpdatedInterrupt
+from horovod.common.process_sets import (
+    ProcessSet,
+    add_process_set,
+    global_process_set,
+    process_set_id,
+    remove_process_set,
+)
+
+#: The version of this API: the major changes when a name is removed or changes meaning, the minor
+#: when names are added.
+API_VERSION = (1, 0)
+
+#: Device kinds a tensor adapter reports in ``describe`` (``DTYPE_CODES`` maps dtype names, such as
+#: ``"float32"`` or ``"bfloat16"``, to the engine's dtype codes).
+DEVICE_CPU: int = _core.DEVICE_CPU
+DEVICE_CUDA: int = _core.DEVICE_CUDA
+
+
+def require_initialized() -> None:
+    """Raises ValueError (as Horovod does) unless ``init()`` has run on this rank."""
+    state.context()
+
+
+def auto_name(kind: str) -> str:
+    """A name for an unnamed operation of ``kind``: numbered per kind in program order, so every
+    rank that calls the same operations in the same order gets the same names."""
+    return state.context().auto_name(kind)
+
+
+def current_instance() -> object:
+    """An object standing for the running Horovod instance (``init()`` to ``shutdown()``), for
+    caches that must not outlive it (e.g. weak-keyed per-layer names); ValueError before ``init()``."""
+    return state.context()
+
+
+def combine(handles: Sequence[int], finish: Callable[[list], Any]) -> int:
+    """One handle for several operations: :func:`synchronize` waits for all of them and returns
+    ``finish(results)``."""
+    return state.context().combine(list(handles), finish)
+
+
+def set_rank(process_set: ProcessSet) -> int:
+    """This process's rank within ``process_set`` (the global rank for the global set);
+    ValueError when this process is not a member or the set is not registered."""
+    if not process_set.process_set_id:
+        return rank()
+    set_rank = process_set.rank()
+    if set_rank is None:
+        process_set_id(process_set)  # says so if the set is not registered
+        raise ValueError(f"rank {rank()} is not a member of {process_set!r}")
+    return set_rank
+
+
+def set_size(process_set: ProcessSet) -> int:
+    """The number of ranks in ``process_set`` (the world's size for the global set); ValueError
+    when the set is not registered."""
+    if not process_set.process_set_id:
+        return size()
+    set_size = process_set.size()
+    if set_size is None:
+        process_set_id(process_set)
+        raise ValueError(f"{process_set!r} is not known to the running instance")
+    return set_size
+
+
+__all__ = [
+    "API_VERSION",
+    "DEVICE_CPU",
+    "DEVICE_CUDA",
+    "DTYPE_CODES",
+    "Adasum",
+    "Average",
+    "CollectiveMismatchError",
+    "Collectives",
+    "HorovodInternalError",
+    "HostsUpdatedInterrupt",
+    "Max",
+    "Min",
+    "ProcessSet",
+    "Product",
+    "Sum",
+    "TensorAdapter",
+    "add_process_set",
+    "auto_name",
+    "barrier",
+    "ccl_built",
+    "combine",
+    "cross_rank",
+    "cross_size",
+    "cuda_built",
+    "current_instance",
+    "ddl_built",
+    "gloo_built",
+    "gloo_enabled",
+    "global_process_set",
+    "handle_average_backwards_compatibility",
+    "init",
+    "is_homogeneous",
+    "is_initialized",
+    "join",
+    "local_rank",
+    "local_size",
+    "mpi_built",
+    "mpi_enabled",
+    "mpi_threads_supported",
+    "nccl_built",
+    "poll",
+    "process_set_id",
+    "rank",
+    "remove_process_set",
+    "require_initialized",
+    "rocm_built",
+    "set_rank",
+    "set_size",
+    "shutdown",
+    "size",
+    "start_timeline",
+    "stop_timeline",
+    "synchronize",
+]

@@ -1,0 +1,46 @@
+"""The plugin API: everything a backend, launcher or framework plugin package needs from hvd-core.
+
+Plugin packages import hvd-core's contract from this module only; the modules behind it may move
+between releases, this module's names may not (they only gain members). A plugin is a light
+``hooks.py`` named by an entry point in the ``horovod`` group, implementing hooks of
+:mod:`horovod.common.hookspecs` with :data:`hookimpl`::
+
+    from horovod.common.plugin_api import BackendSpec, find_backend_library, hookimpl
+
+    @hookimpl
+    def hvd_register_backends(register):
+        register(BackendSpec(name="mine", library=lambda: find_backend_library(...)))
+
+Importing this module loads no native code and nothing heavy: plugins' ``hooks.py`` import it.
+
+.. versionadded:: 0.2
+"""
+
+from __future__ import annotations
+
+from horovod.common.backend_library import find_backend_library
+from horovod.common.config import failure_report_key
+from horovod.common.hookspecs import hookimpl
+from horovod.common.plugins import PluginError, PluginInfo, get_plugin_manager
+from horovod.common.registry import BackendSpec, FrameworkSpec, LibraryLocator, RendezvousStore
+from horovod.common.world import ExternalWorld, Topology
+
+#: The version of this API: the major changes when a name is removed or changes meaning (never
+#: within hvd-core 0.x releases that share a minor), the minor when names are added.
+API_VERSION = (1, 0)
+
+__all__ = [
+    "API_VERSION",
+    "BackendSpec",
+    "ExternalWorld",
+    "FrameworkSpec",
+    "LibraryLocator",
+    "PluginError",
+    "PluginInfo",
+    "RendezvousStore",
+    "Topology",
+    "failure_report_key",
+    "find_backend_library",
+    "get_plugin_manager",
+    "hookimpl",
+]

@@ -1,0 +1,56 @@
+"""The plain data that describes where a process sits: its job's topology and how it connects.
+
+These types are part of the plugin contract (:mod:`horovod.common.plugin_api`): launcher and
+backend plugins build and read them. They import nothing, so any module may use them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+
+@dataclasses.dataclass(frozen=True)
+class Topology:
+    """Where this process sits in the job, as the launcher (or the test kit) describes it."""
+
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0
+    local_size: int = 1
+    cross_rank: int = 0
+    cross_size: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """How init() connects: the topology, the knobs, and (in tests) a shared in-process store."""
+
+    topology: Topology
+    env: Mapping[str, str]
+    #: A ready store object for the engine (test kit), or None to let init() choose.
+    store: Any = None
+    #: A key prefix unique to this job; init() appends the initialisation count.
+    job_key: str = "job"
+    #: The backend that connects this job when a plugin described it (:class:`ExternalWorld`);
+    #: None for horovodrun's jobs and the test kit's.
+    backend: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ExternalWorld:
+    """A job, or a world inside one, that a plugin describes because horovodrun did not start it:
+    the ranks of ``mpirun -np 4 python train.py``, or the members of an mpi4py communicator given to
+    ``init(comm=...)``. Answer of the hooks ``hvd_external_launch`` and ``hvd_init_world``.
+
+    .. versionadded:: 0.2
+    """
+
+    #: This process's place in the job or world.
+    topology: Topology
+    #: The backend that must connect it. It connects its ranks by itself: the engine hands it an
+    #: in-memory store, since no rendezvous server exists.
+    backend: str
+    #: Tells this world from other worlds of the same job in store keys (for a backend that keys its
+    #: set-up by them); "" when the backend needs no store.
+    name: str = ""
