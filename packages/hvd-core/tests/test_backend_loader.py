@@ -52,7 +52,7 @@ def test_missing_functions_are_named(tmp_path: Path) -> None:
         HVD_BACKEND_EXPORT const hvd_backend_v1* hvd_backend_v1_get(void) { return &table; }
         """,
     )
-    with pytest.raises(ValueError, match="'partial'.*does not implement comm_create"):
+    with pytest.raises(ValueError, match=r"'partial'.*does not implement comm_create"):
         _core.Backend.load(library)
 
 
@@ -115,4 +115,4 @@ def test_backend_symbols_stay_local(tmp_path: Path) -> None:
     assert backend.name == "inmemory" and backend.device_kinds == _core.DEVICE_CPU
     # RTLD_LOCAL: the entry symbol must not be visible through the global namespace.
     with pytest.raises(AttributeError):
-        ctypes.CDLL(None).hvd_backend_v1_get
+        _ = ctypes.CDLL(None).hvd_backend_v1_get

@@ -23,9 +23,15 @@ def test_defaults_are_horovods() -> None:
 
 def test_knobs_are_read() -> None:
     c = _config(
-        HOROVOD_FUSION_THRESHOLD="0", HOROVOD_CYCLE_TIME="2.5", HOROVOD_CACHE_CAPACITY="7",
-        HOROVOD_STALL_CHECK_DISABLE="1", HOROVOD_STALL_SHUTDOWN_TIME_SECONDS="9", HOROVOD_LOG_LEVEL="debug",
-        HOROVOD_GLOO_TIMEOUT_SECONDS="4", HOROVOD_TIMELINE="/tmp/x.json", HOROVOD_DYNAMIC_PROCESS_SETS="true",
+        HOROVOD_FUSION_THRESHOLD="0",
+        HOROVOD_CYCLE_TIME="2.5",
+        HOROVOD_CACHE_CAPACITY="7",
+        HOROVOD_STALL_CHECK_DISABLE="1",
+        HOROVOD_STALL_SHUTDOWN_TIME_SECONDS="9",
+        HOROVOD_LOG_LEVEL="debug",
+        HOROVOD_GLOO_TIMEOUT_SECONDS="4",
+        HOROVOD_TIMELINE="/tmp/x.json",
+        HOROVOD_DYNAMIC_PROCESS_SETS="true",
     )
     assert (c.fusion_threshold, c.cycle_time_ms, c.cache_capacity) == (0, 2.5, 7)
     assert not c.stall_check_enabled and c.stall_shutdown_s == 9.0 and c.log_level == 1
@@ -55,7 +61,9 @@ def test_unimplemented_knobs_warn(caplog) -> None:
 
 
 def test_topology_from_launcher_variables() -> None:
-    t = topology_from_env({"HOROVOD_RANK": "3", "HOROVOD_SIZE": "4", "HOROVOD_LOCAL_RANK": "1", "HOROVOD_LOCAL_SIZE": "2"})
+    t = topology_from_env(
+        {"HOROVOD_RANK": "3", "HOROVOD_SIZE": "4", "HOROVOD_LOCAL_RANK": "1", "HOROVOD_LOCAL_SIZE": "2"}
+    )
     assert (t.rank, t.size, t.local_rank, t.local_size, t.cross_rank, t.cross_size) == (3, 4, 1, 2, 1, 2)
     with pytest.raises(ValueError, match="HOROVOD_RANK=4 is out of range"):
         topology_from_env({"HOROVOD_RANK": "4", "HOROVOD_SIZE": "4"})

@@ -59,7 +59,7 @@ def _grouped_calls(count: int, elements: int) -> tuple[dict, dict]:
     before = _stats()
     tensors = [np.full(elements, i, np.float32) for i in range(count)]
     results = hvd.grouped_allreduce(tensors, name="group", op=hvd.Sum)  # negotiated in one cycle
-    assert all(np.array_equal(r, t * hvd.size()) for r, t in zip(results, tensors))
+    assert all(np.array_equal(r, t * hvd.size()) for r, t in zip(results, tensors, strict=True))
     return before, _stats()
 
 
@@ -150,7 +150,7 @@ def test_timeline_started_and_stopped_at_run_time(tmp_path) -> None:
         hvd.init()
         hvd.allreduce(np.ones(2), name="before")
         hvd.start_timeline(str(path), mark_cycles=True)
-        for i in range(3):
+        for _ in range(3):
             handles = [hvd.allreduce_async(np.ones(8), name=f"fused.{k}") for k in range(5)]
             for h in handles:
                 hvd.synchronize(h)
@@ -278,8 +278,15 @@ def test_queries_before_init_raise() -> None:
 def test_topology_queries() -> None:
     def case() -> tuple:
         hvd.init()
-        return (hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size(), hvd.cross_rank(), hvd.cross_size(),
-                hvd.is_homogeneous())
+        return (
+            hvd.rank(),
+            hvd.size(),
+            hvd.local_rank(),
+            hvd.local_size(),
+            hvd.cross_rank(),
+            hvd.cross_size(),
+            hvd.is_homogeneous(),
+        )
 
     assert run_cluster(case, 3) == [(r, 3, r, 3, 0, 1, True) for r in range(3)]
 
@@ -421,8 +428,14 @@ def _separate_outputs_in_fresh_memory() -> dict:
         source, output = _fresh_array(mappings, nbytes), _fresh_array(mappings, nbytes)
         source[:] = hvd.rank() + 1
         handle = engine.enqueue(
-            _core.OP_ALLREDUCE, name, (source.ctypes.data, source.nbytes), _core.DTYPE_FLOAT32, [source.size],
-            None if inplace else (output.ctypes.data, output.nbytes), op=hvd.Sum, inplace=inplace,
+            _core.OP_ALLREDUCE,
+            name,
+            (source.ctypes.data, source.nbytes),
+            _core.DTYPE_FLOAT32,
+            [source.size],
+            None if inplace else (output.ctypes.data, output.nbytes),
+            op=hvd.Sum,
+            inplace=inplace,
         )
         handle.wait()
         result = source if inplace else output
@@ -489,15 +502,25 @@ def test_host_spans_cross_as_address_and_byte_count_and_are_checked() -> None:
             return engine.enqueue(_core.OP_ALLREDUCE, name, buffer, _core.DTYPE_FLOAT32, [3], None, inplace=True)
 
         enqueue("span", (data.ctypes.data, data.nbytes)).wait()
-        with pytest.raises(ValueError, match=r"'short': the input buffer holds 8 bytes, but shape \[3\] of float32 needs 12"):
+        with pytest.raises(
+            ValueError, match=r"'short': the input buffer holds 8 bytes, but shape \[3\] of float32 needs 12"
+        ):
             enqueue("short", (data.ctypes.data, 8))
         # Only a tuple is a span: a 2-element array is an array (here of 16 bytes, so refused).
         with pytest.raises(ValueError, match="holds 16 bytes"):
             enqueue("pair", np.array([data.ctypes.data, data.nbytes], np.int64))
         # An address says nothing of the device: a span is host memory, for CPU operations only.
         with pytest.raises(ValueError, match="'gpu': the input buffer is given as a host address, but the operation"):
-            engine.enqueue(_core.OP_ALLREDUCE, "gpu", (data.ctypes.data, data.nbytes), _core.DTYPE_FLOAT32, [3], None,
-                           inplace=True, device_kind=_core.DEVICE_CUDA)
+            engine.enqueue(
+                _core.OP_ALLREDUCE,
+                "gpu",
+                (data.ctypes.data, data.nbytes),
+                _core.DTYPE_FLOAT32,
+                [3],
+                None,
+                inplace=True,
+                device_kind=_core.DEVICE_CUDA,
+            )
         return data.tolist()
 
     assert run_cluster(case, 2) == [[3.0] * 3] * 2
@@ -508,8 +531,13 @@ def test_small_repeated_allreduces_complete_inside_negotiation() -> None:
         hvd.init()
         rank, n = hvd.rank(), hvd.size()
         for step in range(5):
-            small = hvd.allreduce(np.full(4, rank + step, np.float32), name="small", op=hvd.Average,
-                                  prescale_factor=2.0, postscale_factor=3.0)
+            small = hvd.allreduce(
+                np.full(4, rank + step, np.float32),
+                name="small",
+                op=hvd.Average,
+                prescale_factor=2.0,
+                postscale_factor=3.0,
+            )
             expected = 3.0 * sum(2.0 * (r + step) for r in range(n)) / n
             assert np.allclose(small, expected), (step, small, expected)
             big = hvd.allreduce(np.ones(4096, np.float32), name="big", op=hvd.Sum)  # 16 KiB: too big to inline

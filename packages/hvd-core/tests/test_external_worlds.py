@@ -9,7 +9,8 @@ in-memory backend standing in for MPI.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pytest
@@ -138,16 +139,26 @@ def test_every_init_lets_plugins_prepare_the_world_of_ranks() -> None:
         hvd.init(comm=[1, 0] if job_rank < 2 else [2])
 
     run_cluster(case, 3)
-    assert sorted(plugin.prepared, key=repr) == sorted([
-        (None, 0, 3, "inmemory"), (None, 1, 3, "inmemory"), (None, 2, 3, "inmemory"),
-        ([0, 1], 0, 3, "inmemory"), ([0, 1], 1, 3, "inmemory"), ([2], 2, 3, "inmemory"),
-    ], key=repr)
+    assert sorted(plugin.prepared, key=repr) == sorted(
+        [
+            (None, 0, 3, "inmemory"),
+            (None, 1, 3, "inmemory"),
+            (None, 2, 3, "inmemory"),
+            ([0, 1], 0, 3, "inmemory"),
+            ([0, 1], 1, 3, "inmemory"),
+            ([2], 2, 3, "inmemory"),
+        ],
+        key=repr,
+    )
 
 
 def test_a_comm_object_nobody_understands_is_a_clear_error() -> None:
     def case() -> str:
-        return expect_error(ValueError, ("init(comm=...) takes a list of ranks", "hvd-backend-mpi", "got object"),
-                            lambda: hvd.init(comm=object()))
+        return expect_error(
+            ValueError,
+            ("init(comm=...) takes a list of ranks", "hvd-backend-mpi", "got object"),
+            lambda: hvd.init(comm=object()),
+        )
 
     run_cluster(case, 1)
 
@@ -156,7 +167,10 @@ def test_a_world_needing_another_backend_than_requested_is_refused() -> None:
     get_plugin_manager().register(CommPlugin(backend="other"), name="fake-comms")
 
     def case() -> str:
-        return expect_error(ValueError, ("init(comm=<FakeComm>) needs the 'other' backend", "'inmemory' was asked for"),
-                            lambda: hvd.init(comm=FakeComm(0, [0])))
+        return expect_error(
+            ValueError,
+            ("init(comm=<FakeComm>) needs the 'other' backend", "'inmemory' was asked for"),
+            lambda: hvd.init(comm=FakeComm(0, [0])),
+        )
 
     run_cluster(case, 1)

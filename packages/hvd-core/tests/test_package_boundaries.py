@@ -58,9 +58,13 @@ def private_uses(path: pathlib.Path, in_tests: bool) -> list[str]:
                     used += [f"{module}.testing" for a in node.names if a.name == "testing"]
             elif not _allowed(module, in_tests):
                 used = [module]
-        elif isinstance(node, ast.Attribute) and ast.unparse(node.value) == "horovod.common":
-            if node.attr not in PUBLIC_NAMES and not (in_tests and node.attr == "testing"):
-                used = [f"horovod.common.{node.attr}"]
+        elif (
+            isinstance(node, ast.Attribute)
+            and ast.unparse(node.value) == "horovod.common"
+            and node.attr not in PUBLIC_NAMES
+            and not (in_tests and node.attr == "testing")
+        ):
+            used = [f"horovod.common.{node.attr}"]
         found += [f"{path.relative_to(ROOT)}:{node.lineno}: {name}" for name in used]
     return found
 
@@ -71,7 +75,9 @@ def test_package_uses_only_hvd_cores_public_api(package: pathlib.Path) -> None:
     for path in _python_files(package):
         in_tests = "tests" in path.relative_to(package).parts
         problems += private_uses(path, in_tests)
-    assert not problems, "private hvd-core names used (import from horovod.common.plugin_api or .framework_api):\n" + "\n".join(problems)
+    assert not problems, (
+        "private hvd-core names used (import from horovod.common.plugin_api or .framework_api):\n" + "\n".join(problems)
+    )
 
 
 def test_the_check_catches_private_imports(tmp_path: pathlib.Path) -> None:

@@ -16,8 +16,8 @@ import logging
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -28,8 +28,7 @@ from horovod.common.registry import BackendSpec
 MakeDist = Callable[..., None]
 
 HEADER = (
-    "from horovod.common.hookspecs import hookimpl\n"
-    "from horovod.common.registry import BackendSpec, FrameworkSpec\n"
+    "from horovod.common.hookspecs import hookimpl\nfrom horovod.common.registry import BackendSpec, FrameworkSpec\n"
 )
 
 
@@ -163,12 +162,8 @@ def test_trace_writes_hook_calls_to_stderr(
 
 
 def test_same_backend_from_two_plugins_is_an_error(make_dist: MakeDist) -> None:
-    make_dist(
-        "hvd-test-one", {"tdup1": "tdup1_hooks"}, {"tdup1_hooks": backend_module("name='tsame', library='a'")}
-    )
-    make_dist(
-        "hvd-test-two", {"tdup2": "tdup2_hooks"}, {"tdup2_hooks": backend_module("name='tsame', library='b'")}
-    )
+    make_dist("hvd-test-one", {"tdup1": "tdup1_hooks"}, {"tdup1_hooks": backend_module("name='tsame', library='a'")})
+    make_dist("hvd-test-two", {"tdup2": "tdup2_hooks"}, {"tdup2_hooks": backend_module("name='tsame', library='b'")})
     pm = get_plugin_manager()
     with pytest.raises(PluginError, match="tsame") as err:
         pm.backends()
@@ -179,12 +174,8 @@ def test_same_backend_from_two_plugins_is_an_error(make_dist: MakeDist) -> None:
 
 
 def test_duplicate_entry_point_name_keeps_first(make_dist: MakeDist) -> None:
-    make_dist(
-        "hvd-test-one", {"tep": "tep1_hooks"}, {"tep1_hooks": backend_module("name='tb1', library='a'")}
-    )
-    make_dist(
-        "hvd-test-two", {"tep": "tep2_hooks"}, {"tep2_hooks": backend_module("name='tb2', library='b'")}
-    )
+    make_dist("hvd-test-one", {"tep": "tep1_hooks"}, {"tep1_hooks": backend_module("name='tb1', library='a'")})
+    make_dist("hvd-test-two", {"tep": "tep2_hooks"}, {"tep2_hooks": backend_module("name='tb2', library='b'")})
     pm = get_plugin_manager()
     infos = [i for i in pm.plugin_infos() if i.name == "tep"]
     assert [i.status for i in infos] == ["loaded", "duplicate"]
@@ -348,7 +339,7 @@ def test_builtin_core_plugin_registers_inmemory_backend(monkeypatch: pytest.Monk
     )
     subprocess.run([sys.executable, "-c", probe], check=True, timeout=60)
     monkeypatch.setattr(builtin_hooks, "_NATIVE_MODULE", "horovod.common._native._tno_such_ext")
-    with pytest.raises(RuntimeError, match="_tno_such_ext.*hvd-core"):
+    with pytest.raises(RuntimeError, match=r"_tno_such_ext.*hvd-core"):
         spec.library_path()
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 __path__ = pkgutil.extend_path(__path__, __name__)
 
-from horovod.common.version import __version__  # noqa: E402
+from horovod.common.version import __version__ as __version__
 
 
 def __getattr__(name: str) -> Any:
@@ -23,8 +23,7 @@ def __getattr__(name: str) -> Any:
             from horovod.runner import run
         except ImportError as error:
             raise ImportError(
-                "horovod.run is provided by the hvd-runner package, which is not installed: "
-                "pip install hvd-runner"
+                "horovod.run is provided by the hvd-runner package, which is not installed: pip install hvd-runner"
             ) from error
         return run
     raise AttributeError(f"module 'horovod' has no attribute {name!r}")

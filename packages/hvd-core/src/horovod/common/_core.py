@@ -4,9 +4,9 @@ The extension module itself lives in ``horovod/common/_native/`` (a directory wi
 sources, so editable installs cannot shadow ``horovod.common``); this module re-exports it.
 """
 
-from horovod.common._native._core import *  # noqa: F401,F403
+import horovod.common._native._core as _native
+from horovod.common._native._core import *  # noqa: F403
 from horovod.common._native._core import set_exception_types  # noqa: F401
 from horovod.common.exceptions import install_exception_types as _install
-import horovod.common._native._core as _native
 
 _install(_native)

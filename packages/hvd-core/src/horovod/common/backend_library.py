@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def find_backend_library(directory: str, names: Sequence[str], distribution: str, install_hint: str) -> str:

@@ -8,8 +8,8 @@ file. It connects engines living in one process only (many ranks in one test pro
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from importlib import metadata
-from typing import Callable
 
 from horovod.common.hookspecs import hookimpl
 from horovod.common.registry import BackendSpec

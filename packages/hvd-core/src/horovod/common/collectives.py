@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import warnings
-from typing import Any, Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from horovod.common import _core, state
 from horovod.common.process_sets import ProcessSet, global_process_set, process_set_id
@@ -77,7 +78,9 @@ class Collectives:
     # --- submission -------------------------------------------------------------------------
 
     @staticmethod
-    def _grouped(kind: str, tensors: Sequence[Any], name: str | None, submit: Callable[[Any, str, tuple], int]) -> list[int]:
+    def _grouped(
+        kind: str, tensors: Sequence[Any], name: str | None, submit: Callable[[Any, str, tuple], int]
+    ) -> list[int]:
         """Submits each tensor as ``<name>.<i>`` of one group, so they are negotiated and run together."""
         base = name or state.context().auto_name(kind)
         group = (group_key(base), len(tensors))
@@ -122,8 +125,22 @@ class Collectives:
             if finish is None:
                 finish = self._from_engine
         core = ctx.engine.enqueue(
-            op_type, name, a.buffer(prepared), dtype, shape, out_buffer, op, root, prescale, postscale,
-            process_set_id(process_set), splits, group[0], group[1], device, inplace,
+            op_type,
+            name,
+            a.buffer(prepared),
+            dtype,
+            shape,
+            out_buffer,
+            op,
+            root,
+            prescale,
+            postscale,
+            process_set_id(process_set),
+            splits,
+            group[0],
+            group[1],
+            device,
+            inplace,
         )
         return ctx.submit(core, finish, kept, out)
 
@@ -163,8 +180,19 @@ class Collectives:
         name = name or state.context().auto_name("allreduce")
         # Positional: the hottest call of all (see _submit's parameters for the meaning).
         return self._submit(
-            _core.OP_ALLREDUCE, tensor, name, process_set, True, inplace, None, op, -1,
-            float(prescale_factor), float(postscale_factor), None, group,
+            _core.OP_ALLREDUCE,
+            tensor,
+            name,
+            process_set,
+            True,
+            inplace,
+            None,
+            op,
+            -1,
+            float(prescale_factor),
+            float(postscale_factor),
+            None,
+            group,
         )
 
     def grouped_allreduce_async(
@@ -188,7 +216,10 @@ class Collectives:
         )
 
     def allgather_async(
-        self, tensor: Any, name: str | None = None, process_set: ProcessSet = global_process_set,
+        self,
+        tensor: Any,
+        name: str | None = None,
+        process_set: ProcessSet = global_process_set,
         group: tuple[int, int] = _NO_GROUP,
     ) -> int:
         return self._submit(
@@ -208,7 +239,11 @@ class Collectives:
         )
 
     def broadcast_async(
-        self, tensor: Any, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set,
+        self,
+        tensor: Any,
+        root_rank: int,
+        name: str | None = None,
+        process_set: ProcessSet = global_process_set,
         inplace: bool = False,
     ) -> int:
         return self._submit(
@@ -222,7 +257,10 @@ class Collectives:
         )
 
     def alltoall_async(
-        self, tensor: Any, splits: Sequence[int] | Any = None, name: str | None = None,
+        self,
+        tensor: Any,
+        splits: Sequence[int] | Any = None,
+        name: str | None = None,
         process_set: ProcessSet = global_process_set,
     ) -> int:
         """Result: (received tensor, received splits as a list of ints)."""

@@ -8,7 +8,8 @@ own overrides, since ``os.environ`` is shared).
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from horovod.common.world import ExternalWorld, Launch, Topology
 

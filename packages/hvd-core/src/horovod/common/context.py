@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from horovod.common.world import Topology
 
@@ -33,7 +34,7 @@ class _Combined:
         for p in self.parts:  # wait for every part, even after one failed, so none is left running
             try:
                 p[0].wait()
-            except BaseException as e:  # noqa: BLE001 - re-raised below
+            except BaseException as e:
                 error = error or e
         if error is not None:
             raise error

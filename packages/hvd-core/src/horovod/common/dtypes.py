@@ -26,8 +26,7 @@ def code_of(dtype: np.dtype) -> int:
     code = CODES.get(np.dtype(dtype).name)
     if code is None:
         raise ValueError(
-            f"dtype {np.dtype(dtype).name} is not supported by hvd collectives "
-            f"(supported: {', '.join(CODES)})"
+            f"dtype {np.dtype(dtype).name} is not supported by hvd collectives (supported: {', '.join(CODES)})"
         )
     return code
 

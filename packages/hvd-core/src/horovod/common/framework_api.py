@@ -13,7 +13,8 @@ Importing this module loads hvd-core's native engine (the dtype codes come from 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from horovod.common import _core, state
 from horovod.common.basics import (
@@ -149,9 +150,9 @@ __all__ = [
     "cuda_built",
     "current_instance",
     "ddl_built",
+    "global_process_set",
     "gloo_built",
     "gloo_enabled",
-    "global_process_set",
     "handle_average_backwards_compatibility",
     "init",
     "is_homogeneous",

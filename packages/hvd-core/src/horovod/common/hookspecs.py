@@ -11,12 +11,13 @@ exists, so a changed meaning gets a new hook (with its own ``versionadded``) ins
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import pluggy
 
-from horovod.common.world import ExternalWorld, Topology
 from horovod.common.registry import BackendSpec, FrameworkSpec, RendezvousStore
+from horovod.common.world import ExternalWorld, Topology
 
 hookspec = pluggy.HookspecMarker("horovod")
 hookimpl = pluggy.HookimplMarker("horovod")

@@ -14,7 +14,8 @@ import hashlib
 import os
 import socket
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from horovod.common import config, state
 from horovod.common.context import Context
@@ -135,7 +136,11 @@ def _world(plugins: Any, job: Topology, comm: Any, backend: str, env: dict) -> t
                 f"(an mpi4py communicator needs the MPI backend: pip install hvd-backend-mpi); "
                 f"got {type(comm).__name__}"
             )
-        return described.topology, "-".join(filter(None, ("comm", described.backend, described.name))), described.backend
+        return (
+            described.topology,
+            "-".join(filter(None, ("comm", described.backend, described.name))),
+            described.backend,
+        )
     ranks = None if comm is None else _member_ranks(job, comm)
     plugins.init_world(ranks, job, backend, env)  # the chosen backend may prepare for this world
     if ranks is None:
@@ -145,7 +150,7 @@ def _world(plugins: Any, job: Topology, comm: Any, backend: str, env: dict) -> t
 
 
 def _member_ranks(job: Topology, comm: Sequence[int]) -> list[int]:
-    ranks = sorted(set(int(r) for r in comm))
+    ranks = sorted({int(r) for r in comm})
     if not ranks or ranks[0] < 0 or ranks[-1] >= job.size:
         raise ValueError(f"init(comm={list(comm)}): ranks must lie in [0, {job.size})")
     if job.rank not in ranks:

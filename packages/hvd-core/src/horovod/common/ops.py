@@ -6,7 +6,8 @@ returns an integer handle for ``poll``/``synchronize``.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -87,12 +88,16 @@ def grouped_allgather(
     return [synchronize(h) for h in grouped_allgather_async(tensors, name, process_set)]
 
 
-def broadcast(tensor: Any, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set) -> np.ndarray:
+def broadcast(
+    tensor: Any, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set
+) -> np.ndarray:
     """Returns ``root_rank``'s tensor on every rank."""
     return synchronize(broadcast_async(tensor, root_rank, name, process_set))
 
 
-def alltoall_async(tensor: Any, splits: Any = None, name: str | None = None, process_set: ProcessSet = global_process_set) -> int:
+def alltoall_async(
+    tensor: Any, splits: Any = None, name: str | None = None, process_set: ProcessSet = global_process_set
+) -> int:
     return _numpy.alltoall_async(tensor, splits, name, process_set)
 
 

@@ -18,14 +18,15 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Callable, Mapping
 from importlib import metadata
-from typing import Any, Callable, Literal, Mapping, TypeVar
+from typing import Any, Literal, TypeVar
 
 import pluggy
 
 from horovod.common import hookspecs
-from horovod.common.world import ExternalWorld, Topology
 from horovod.common.registry import BackendSpec, FrameworkSpec, RendezvousStore
+from horovod.common.world import ExternalWorld, Topology
 
 __all__ = [
     "PluginError",
@@ -131,9 +132,7 @@ class PluginManager:
         first = self._info(ep.name)
         if first is not None:
             where = f"{first.distribution} {first.version}" if first.distribution else first.module
-            record(
-                "duplicate", f"a plugin named {ep.name!r} was already found in {where}; this one is ignored"
-            )
+            record("duplicate", f"a plugin named {ep.name!r} was already found in {where}; this one is ignored")
             _log.warning("Skipping horovod plugin %r from %s: duplicate name", ep.name, dist_name)
             return
         if ep.name in self._disabled:
@@ -179,15 +178,11 @@ class PluginManager:
         for caller in self._pm.get_hookcallers(plugin) or []:
             if caller.spec is None and caller.name.startswith("hvd_"):
                 # Not an error: the plugin may target a newer hvd-core. But a typo would be silent.
-                _log.warning(
-                    "horovod plugin %r implements unknown hook %s (newer hvd-core?)", name, caller.name
-                )
+                _log.warning("horovod plugin %r implements unknown hook %s (newer hvd-core?)", name, caller.name)
         # Collect both kinds first, merge after: a plugin that fails half-way contributes nothing.
         backends: list[BackendSpec] = []
         frameworks: list[FrameworkSpec] = []
-        if not self._call_one(
-            name, "hvd_register_backends", register=self._collector(name, BackendSpec, backends)
-        ):
+        if not self._call_one(name, "hvd_register_backends", register=self._collector(name, BackendSpec, backends)):
             return
         if not self._call_one(
             name, "hvd_register_frameworks", register=self._collector(name, FrameworkSpec, frameworks)
@@ -200,9 +195,7 @@ class PluginManager:
     def _collector(plugin: str, kind: type[_Spec], into: list[_Spec]) -> Callable[[_Spec], None]:
         def register(spec: _Spec) -> None:
             if not isinstance(spec, kind):
-                raise TypeError(
-                    f"horovod plugin {plugin!r} registered {spec!r}, which is not a {kind.__name__}"
-                )
+                raise TypeError(f"horovod plugin {plugin!r} registered {spec!r}, which is not a {kind.__name__}")
             if any(s.name == spec.name for s in into):
                 raise PluginError(f"horovod plugin {plugin!r} registered {kind.__name__} {spec.name!r} twice")
             into.append(spec)
@@ -246,11 +239,7 @@ class PluginManager:
         if plugin is not None:
             self._pm.unregister(plugin)
         self._infos = [
-            (
-                dataclasses.replace(i, status="failed", reason=reason)
-                if i.name == name and i.status == "loaded"
-                else i
-            )
+            (dataclasses.replace(i, status="failed", reason=reason) if i.name == name and i.status == "loaded" else i)
             for i in self._infos
         ]
 
@@ -305,9 +294,7 @@ class PluginManager:
                 msg += ". Plugins that failed to load: " + "; ".join(failed)
         raise PluginError(msg)
 
-    def default_backend(
-        self, device_kind: str = "cpu", *, allow_in_process_only: bool = False
-    ) -> BackendSpec:
+    def default_backend(self, device_kind: str = "cpu", *, allow_in_process_only: bool = False) -> BackendSpec:
         """The highest-priority backend serving ``device_kind`` (ties: by name, for reproducibility).
 
         In-process-only backends (the in-memory test backend) are excluded unless allowed, so that a

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from horovod.common import state
 
@@ -55,7 +56,9 @@ class ProcessSet:
         return self.rank() is not None
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, ProcessSet) and other.ranks == self.ranks and other.process_set_id == self.process_set_id
+        return (
+            isinstance(other, ProcessSet) and other.ranks == self.ranks and other.process_set_id == self.process_set_id
+        )
 
     def __hash__(self) -> int:
         return hash((tuple(self.ranks), self.process_set_id))
@@ -88,7 +91,9 @@ global_process_set: ProcessSet = _GlobalProcessSet()
 
 def process_set_id(process_set: ProcessSet) -> int:
     if process_set.process_set_id is None:
-        raise ValueError(f"{process_set!r} is not registered: pass it to hvd.init(process_sets=...) or hvd.add_process_set()")
+        raise ValueError(
+            f"{process_set!r} is not registered: pass it to hvd.init(process_sets=...) or hvd.add_process_set()"
+        )
     return process_set.process_set_id
 
 

@@ -7,10 +7,11 @@ heavy (no native code is loaded until the engine asks for a backend).
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Protocol, Union, runtime_checkable
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
 
 #: A library path, or a callable that returns one (so the path is only computed when needed).
-LibraryLocator = Union[str, Callable[[], str]]
+LibraryLocator = str | Callable[[], str]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,7 +31,7 @@ _thread_slots_used = False  # whether any thread ever got its own slot
 def slot() -> Slot:
     # Every collective looks up its context here; the thread-local lookup costs as much as the rest
     # of it, so it is skipped unless the test kit has ever given a thread its own slot.
-    return _thread_slots_used and getattr(_thread_state, "slot", None) or process_slot
+    return (_thread_slots_used and getattr(_thread_state, "slot", None)) or process_slot
 
 
 def set_thread_launch(launch: Launch | None) -> None:

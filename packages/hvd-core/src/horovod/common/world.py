@@ -7,7 +7,8 @@ backend plugins build and read them. They import nothing, so any module may use 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-
 from horovod.common.framework_api import DEVICE_CPU, DEVICE_CUDA, DTYPE_CODES
 
 # torch names its dtypes as the engine does (torch.float32 <-> "float32", torch.bool <-> "bool").

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import torch
-
 from horovod.common import framework_api as api
 from horovod.common.framework_api import ProcessSet, global_process_set
-from horovod.torch.mpi_ops import broadcast_, broadcast_async_, synchronize
+from horovod.torch.mpi_ops import broadcast_async_, synchronize
 from horovod.torch.objects import allgather_object, broadcast_object
 from horovod.torch.optimizer import _DistributedOptimizer
 
@@ -115,7 +115,7 @@ def broadcast_optimizer_state(
         )
     layout = infos[root_rank][1]
 
-    for group, options in zip(optimizer.param_groups, layout["groups"]):
+    for group, options in zip(optimizer.param_groups, layout["groups"], strict=True):
         group.update(options)
     tensors = []
     for index, p in enumerate(params):

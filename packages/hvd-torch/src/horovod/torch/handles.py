@@ -7,7 +7,8 @@ Horovod's form. The handles are horovod.common's: several operations are combine
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from horovod.common.framework_api import combine, poll, synchronize
 

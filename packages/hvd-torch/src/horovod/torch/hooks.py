@@ -6,7 +6,7 @@ module imports neither torch nor the rest of horovod.torch.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from horovod.common.plugin_api import FrameworkSpec, hookimpl
 from horovod.torch.version import __version__

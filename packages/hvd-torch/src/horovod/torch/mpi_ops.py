@@ -14,10 +14,10 @@ torch tensors (:class:`~horovod.torch.adapter.TorchAdapter`) and gives it Horovo
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
-
 from horovod.common import framework_api as api
 from horovod.common.framework_api import (  # noqa: F401  (Horovod's torch API re-exports these)
     Adasum,
@@ -149,8 +149,13 @@ def allreduce_(
 
 def _grouped_allreduce_async(tensors, name, op, prescale_factor, postscale_factor, process_set, inplace) -> int:
     parts = _ops.grouped_allreduce_async(
-        list(tensors), name=name, op=op, prescale_factor=prescale_factor, postscale_factor=postscale_factor,
-        process_set=process_set, inplace=inplace,
+        list(tensors),
+        name=name,
+        op=op,
+        prescale_factor=prescale_factor,
+        postscale_factor=postscale_factor,
+        process_set=process_set,
+        inplace=inplace,
     )
     return handles.register(parts, list)
 
@@ -201,9 +206,9 @@ def grouped_allreduce(
     tensors = list(tensors)
     if not tensors:
         return []
-    compressed, ctxs = zip(*[compression.compress(t) for t in tensors])
+    compressed, ctxs = zip(*[compression.compress(t) for t in tensors], strict=True)
     reduced = _GroupedAllreduce.apply(name, op, prescale_factor, postscale_factor, process_set, *compressed)
-    return [compression.decompress(t, ctx) for t, ctx in zip(reduced, ctxs)]
+    return [compression.decompress(t, ctx) for t, ctx in zip(reduced, ctxs, strict=True)]
 
 
 def grouped_allreduce_(
@@ -217,7 +222,9 @@ def grouped_allreduce_(
 ) -> list[torch.Tensor]:
     """Reduces a list of tensors in place as one unit and returns them."""
     op = _resolve_op(op, average)
-    return synchronize(_grouped_allreduce_async(tensors, name, op, prescale_factor, postscale_factor, process_set, True))
+    return synchronize(
+        _grouped_allreduce_async(tensors, name, op, prescale_factor, postscale_factor, process_set, True)
+    )
 
 
 def sparse_allreduce_async(
@@ -257,7 +264,9 @@ def allgather_async(tensor: torch.Tensor, name: str | None = None, process_set: 
     return handles.single(_ops.allgather_async(tensor, name=name, process_set=process_set))
 
 
-def allgather(tensor: torch.Tensor, name: str | None = None, process_set: ProcessSet = global_process_set) -> torch.Tensor:
+def allgather(
+    tensor: torch.Tensor, name: str | None = None, process_set: ProcessSet = global_process_set
+) -> torch.Tensor:
     """Concatenates every rank's ``tensor`` along the first dimension (differentiable).
 
     All dimensions but the first must agree between ranks.
@@ -360,7 +369,11 @@ def reducescatter_async(
     gets its slice (the first ``rows % size`` ranks one row more)."""
     return handles.single(
         _ops.reducescatter_async(
-            tensor, name=name, op=op, process_set=process_set, prescale_factor=prescale_factor,
+            tensor,
+            name=name,
+            op=op,
+            process_set=process_set,
+            prescale_factor=prescale_factor,
             postscale_factor=postscale_factor,
         )
     )
@@ -391,7 +404,11 @@ def grouped_reducescatter_async(
 ) -> int:
     """Starts a reducescatter of a list of tensors as one unit; :func:`synchronize` returns the list."""
     parts = _ops.grouped_reducescatter_async(
-        list(tensors), name=name, op=op, process_set=process_set, prescale_factor=prescale_factor,
+        list(tensors),
+        name=name,
+        op=op,
+        process_set=process_set,
+        prescale_factor=prescale_factor,
         postscale_factor=postscale_factor,
     )
     return handles.register(parts, list)
@@ -410,9 +427,9 @@ def grouped_reducescatter(
     tensors = list(tensors)
     if not tensors:
         return []
-    compressed, ctxs = zip(*[compression.compress(t) for t in tensors])
+    compressed, ctxs = zip(*[compression.compress(t) for t in tensors], strict=True)
     reduced = _GroupedReducescatter.apply(name, op, process_set, prescale_factor, postscale_factor, *compressed)
-    return [compression.decompress(t, ctx) for t, ctx in zip(reduced, ctxs)]
+    return [compression.decompress(t, ctx) for t, ctx in zip(reduced, ctxs, strict=True)]
 
 
 # --- handles and synchronisation --------------------------------------------------------------------
@@ -445,7 +462,6 @@ def barrier(process_set: ProcessSet = global_process_set) -> None:
 # (differentiable) collectives, so every rank must run backward through them in the same order.
 
 
-
 class _Allreduce(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):  # type: ignore[override]
@@ -455,8 +471,13 @@ class _Allreduce(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):  # type: ignore[override]
         op, prescale_factor, postscale_factor, process_set = ctx.args
-        grad = allreduce(grad_output, op=op, prescale_factor=prescale_factor, postscale_factor=postscale_factor,
-                         process_set=process_set)
+        grad = allreduce(
+            grad_output,
+            op=op,
+            prescale_factor=prescale_factor,
+            postscale_factor=postscale_factor,
+            process_set=process_set,
+        )
         return grad, None, None, None, None, None
 
 
@@ -470,8 +491,13 @@ class _GroupedAllreduce(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grad_outputs):  # type: ignore[override]
         op, prescale_factor, postscale_factor, process_set = ctx.args
-        grads = grouped_allreduce(list(grad_outputs), op=op, prescale_factor=prescale_factor,
-                                  postscale_factor=postscale_factor, process_set=process_set)
+        grads = grouped_allreduce(
+            list(grad_outputs),
+            op=op,
+            prescale_factor=prescale_factor,
+            postscale_factor=postscale_factor,
+            process_set=process_set,
+        )
         return (None, None, None, None, None, *grads)
 
 
@@ -507,7 +533,7 @@ class _GroupedAllgather(torch.autograd.Function):
     def backward(ctx, *grad_outputs):  # type: ignore[override]
         reduced = grouped_allreduce(list(grad_outputs), op=Average, process_set=ctx.process_set)
         offsets = _row_offsets(ctx.rows, ctx.process_set)
-        return (None, None, *[g.narrow(0, o, n) for g, o, n in zip(reduced, offsets, ctx.rows)])
+        return (None, None, *[g.narrow(0, o, n) for g, o, n in zip(reduced, offsets, ctx.rows, strict=True)])
 
 
 class _Broadcast(torch.autograd.Function):
@@ -540,7 +566,9 @@ class _Alltoall(torch.autograd.Function):
         return grad, None, None, None
 
 
-def _reducescatter_grad_scale(op: int, process_set: ProcessSet, prescale_factor: float, postscale_factor: float) -> float:
+def _reducescatter_grad_scale(
+    op: int, process_set: ProcessSet, prescale_factor: float, postscale_factor: float
+) -> float:
     scale = prescale_factor * postscale_factor
     return scale / api.set_size(process_set) if op == Average else scale
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import cloudpickle
-import torch
 
+import torch
 from horovod.common import framework_api as api
 from horovod.common.framework_api import ProcessSet, global_process_set
 from horovod.torch.mpi_ops import allgather_async, broadcast_, synchronize

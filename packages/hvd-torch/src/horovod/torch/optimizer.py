@@ -11,14 +11,13 @@ from __future__ import annotations
 import contextlib
 import warnings
 import weakref
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
-
 from horovod.common import framework_api as api
 from horovod.common.framework_api import ProcessSet, global_process_set, process_set_id
 from horovod.torch.compression import Compression
-from horovod.torch.objects import broadcast_object
 from horovod.torch.mpi_ops import (
     Adasum,
     Average,
@@ -28,6 +27,7 @@ from horovod.torch.mpi_ops import (
     sparse_allreduce_async,
     synchronize,
 )
+from horovod.torch.objects import broadcast_object
 
 
 def _duplicates(names: list[str]) -> list[str]:
@@ -75,7 +75,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             )
         duplicates = _duplicates([name for name, _ in named_parameters])
         if duplicates:
-            raise ValueError(f"Parameter names in named_parameters must be unique. Found duplicates: {', '.join(duplicates)}")
+            raise ValueError(
+                f"Parameter names in named_parameters must be unique. Found duplicates: {', '.join(duplicates)}"
+            )
         named_ids = {id(p) for _, p in named_parameters}
         unnamed = [p for group in self.param_groups for p in group["params"] if id(p) not in named_ids]
         if unnamed:
@@ -89,7 +91,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
         self._parameter_names = {p: name for name, p in sorted(named_parameters, key=lambda item: item[0])}
         self.backward_passes_per_step = backward_passes_per_step
-        self._allreduce_delay = {p: backward_passes_per_step for p in self._parameter_names}
+        self._allreduce_delay = dict.fromkeys(self._parameter_names, backward_passes_per_step)
         self.op = op
         self.gradient_predivide_factor = gradient_predivide_factor
         self.sparse_as_dense = sparse_as_dense
@@ -135,8 +137,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self._groups is not None:
             # Groups must be formed identically on every rank: follow rank 0's parameter order.
             order = broadcast_object(
-                [self._parameter_names[p] for p in params], root_rank=0,
-                name="DistributedOptimizer.parameter_order", process_set=self.process_set,
+                [self._parameter_names[p] for p in params],
+                root_rank=0,
+                name="DistributedOptimizer.parameter_order",
+                process_set=self.process_set,
             )
             position = {name: i for i, name in enumerate(order)}
             params.sort(key=lambda p: position.get(self._parameter_names[p], len(position)))
@@ -178,7 +182,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 "Increase backward_passes_per_step to accumulate gradients locally."
             )
         if p.grad is not None and p.grad.requires_grad:
-            raise AssertionError("DistributedOptimizer does not support gradients that require grad (create_graph=True)")
+            raise AssertionError(
+                "DistributedOptimizer does not support gradients that require grad (create_graph=True)"
+            )
         self._allreduce_delay[p] -= 1
         if self._allreduce_delay[p] > 0:
             self._handles[p] = (None, None)  # accumulating locally: nothing to send yet
@@ -227,18 +233,29 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             tensor = tensor.to_dense()
         compressed, ctx = self._compression.compress(tensor)
         prescale, postscale = self._scale_factors()
-        handle = allreduce_async_(compressed, name=name, op=self.op, prescale_factor=prescale,
-                                  postscale_factor=postscale, process_set=self.process_set)
+        handle = allreduce_async_(
+            compressed,
+            name=name,
+            op=self.op,
+            prescale_factor=prescale,
+            postscale_factor=postscale,
+            process_set=self.process_set,
+        )
         return handle, ctx
 
     def _grouped_allreduce_grad_async(self, group: tuple) -> tuple[Any, Any]:
         for p in group:
             self._ensure_grad(p)
-        tensors, ctxs = zip(*[self._compression.compress(p.grad) for p in group])
+        tensors, ctxs = zip(*[self._compression.compress(p.grad) for p in group], strict=True)
         prescale, postscale = self._scale_factors()
-        handle = grouped_allreduce_async_(list(tensors), name=self._parameter_names.get(group[0]), op=self.op,
-                                          prescale_factor=prescale, postscale_factor=postscale,
-                                          process_set=self.process_set)
+        handle = grouped_allreduce_async_(
+            list(tensors),
+            name=self._parameter_names.get(group[0]),
+            op=self.op,
+            prescale_factor=prescale,
+            postscale_factor=postscale,
+            process_set=self.process_set,
+        )
         return handle, ctxs
 
     # --- synchronisation and step --------------------------------------------------------------------
@@ -263,7 +280,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         try:
             for key, (handle, ctx) in self._handles.items():
                 if isinstance(key, tuple):
-                    for p, output, c in zip(key, synchronize(handle), ctx):
+                    for p, output, c in zip(key, synchronize(handle), ctx, strict=True):
                         self._allreduce_delay[p] = self.backward_passes_per_step
                         self._write_grad(p, self._compression.decompress(output, c))
                     continue
@@ -393,8 +410,15 @@ def DistributedOptimizer(
         raise NotImplementedError("op=hvd.Adasum is not supported by hvd yet; use op=hvd.Average")
     cls = type(optimizer.__class__.__name__, (_DistributedOptimizer, optimizer.__class__), {})
     wrapped = cls(
-        optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
-        gradient_predivide_factor, groups, sparse_as_dense, process_set,
+        optimizer.param_groups,
+        named_parameters,
+        compression,
+        backward_passes_per_step,
+        op,
+        gradient_predivide_factor,
+        groups,
+        sparse_as_dense,
+        process_set,
     )
     # Keep what the wrapped optimizer already had: its state (e.g. loaded from a checkpoint) and defaults.
     wrapped.state.update(optimizer.state)

@@ -16,11 +16,10 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.nn.modules.batchnorm import _BatchNorm
-
 from horovod.common import framework_api as api
 from horovod.common.framework_api import ProcessSet, global_process_set
 from horovod.torch.mpi_ops import Sum, allgather_async, allreduce_async, synchronize
+from torch.nn.modules.batchnorm import _BatchNorm
 
 # Stable collective names per layer, so that repeated steps hit the engine's response cache. A
 # layer is named when it first runs under a Horovod instance, in the same order on every rank.
@@ -79,10 +78,19 @@ class SyncBatchNorm(_BatchNorm):
         running_mean = self.running_mean if not self.training or self.track_running_stats else None
         running_var = self.running_var if not self.training or self.track_running_stats else None
         if not use_batch_stats or api.set_size(self.process_set) == 1:
-            return F.batch_norm(input, running_mean, running_var, self.weight, self.bias, use_batch_stats, factor, self.eps)
+            return F.batch_norm(
+                input, running_mean, running_var, self.weight, self.bias, use_batch_stats, factor, self.eps
+            )
         return _SyncBatchNorm.apply(
-            input, self.weight, self.bias, running_mean if updated else None, running_var if updated else None,
-            self.eps, factor, self.process_set, _layer_name(self),
+            input,
+            self.weight,
+            self.bias,
+            running_mean if updated else None,
+            running_var if updated else None,
+            self.eps,
+            factor,
+            self.process_set,
+            _layer_name(self),
         )
 
 
@@ -110,8 +118,9 @@ class _SyncBatchNorm(torch.autograd.Function):
         else:
             var = mean = torch.zeros(channels, dtype=x.dtype, device=x.device)
         # One allgather of (count, mean, sum of squared deviations) per rank, in float64.
-        local = torch.cat([torch.tensor([float(count)], dtype=torch.float64, device=x.device),
-                           mean.double(), (var * count).double()])
+        local = torch.cat(
+            [torch.tensor([float(count)], dtype=torch.float64, device=x.device), mean.double(), (var * count).double()]
+        )
         stats = synchronize(allgather_async(local.unsqueeze(0), f"{name}.stats", process_set))
         counts, means, m2s = stats[:, :1], stats[:, 1 : 1 + channels], stats[:, 1 + channels :]
         total = float(counts.sum())
@@ -154,7 +163,9 @@ class _SyncBatchNorm(torch.autograd.Function):
             mean_dy = (sums[:channels] / ctx.total).to(x.dtype)
             mean_dy_xmu = (sums[channels:] / ctx.total).to(x.dtype)
             scale = invstd if weight is None else invstd * weight.to(x.dtype)
-            grad_input = (dy - mean_dy.view(shape) - xmu * (invstd * invstd * mean_dy_xmu).view(shape)) * scale.view(shape)
+            grad_input = (dy - mean_dy.view(shape) - xmu * (invstd * invstd * mean_dy_xmu).view(shape)) * scale.view(
+                shape
+            )
             grad_input = grad_input.to(input.dtype)
         # Weight and bias gradients are local, like any parameter's: DistributedOptimizer averages them.
         if weight is not None and need_weight:

@@ -6,7 +6,7 @@ nothing heavy and loads no native code. The library path is computed only when t
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from horovod.backends.gloo.version import __version__
 from horovod.common.plugin_api import BackendSpec, hookimpl

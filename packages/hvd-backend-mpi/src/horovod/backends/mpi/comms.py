@@ -7,7 +7,8 @@ members (Horovod's documented mpi4py interop): hvd's ranks are the communicator'
 from __future__ import annotations
 
 import sys
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from horovod.common.plugin_api import ExternalWorld
 

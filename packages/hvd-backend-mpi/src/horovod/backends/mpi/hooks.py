@@ -7,7 +7,8 @@ by an MPI launcher, ``init(comm=<mpi4py communicator>)``, or the MPI backend cho
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from horovod.backends.mpi.version import __version__
 from horovod.common.plugin_api import BackendSpec, ExternalWorld, Topology, hookimpl

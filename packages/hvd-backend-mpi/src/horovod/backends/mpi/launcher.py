@@ -9,7 +9,7 @@ whichever variables it sets.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 #: Variables an MPI launcher sets in every process it starts, and nothing else does.
 MPI_LAUNCHER_VARIABLES = (

@@ -9,8 +9,8 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+from collections.abc import Mapping, Sequence
 from ctypes import POINTER, c_char_p, c_int, c_int32, c_int64, c_size_t
-from typing import Mapping, Sequence
 
 from horovod.common.plugin_api import Topology
 
@@ -39,8 +39,14 @@ def _lib() -> ctypes.CDLL:
             lib.hvd_mpi_select_world.argtypes = [c_int, c_int64, POINTER(c_int32), c_int32, c_char_p, c_size_t]
             lib.hvd_mpi_topology.argtypes = [c_int, POINTER(c_int32), c_char_p, c_size_t]
             lib.hvd_mpi_library_version.argtypes = [c_char_p, c_size_t]
-            for name in ("hvd_mpi_initialize", "hvd_mpi_select_world", "hvd_mpi_topology", "hvd_mpi_thread_level",
-                         "hvd_mpi_initialized_here", "hvd_mpi_library_version"):
+            for name in (
+                "hvd_mpi_initialize",
+                "hvd_mpi_select_world",
+                "hvd_mpi_topology",
+                "hvd_mpi_thread_level",
+                "hvd_mpi_initialized_here",
+                "hvd_mpi_library_version",
+            ):
                 getattr(lib, name).restype = c_int
             _library = lib
         return _library

@@ -8,7 +8,7 @@ can recompute every other rank's input), and raises AssertionError on any differ
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -42,7 +42,9 @@ def _assert_close(actual: np.ndarray, expected: np.ndarray, dtype: str, what: st
     assert np.allclose(a, e, rtol=tolerance, atol=tolerance), f"{what}: got {a.ravel()[:8]}, expected {e.ravel()[:8]}"
 
 
-def _reference(op: int, inputs: list[np.ndarray], dtype: str, prescale: float = 1.0, postscale: float = 1.0) -> np.ndarray:
+def _reference(
+    op: int, inputs: list[np.ndarray], dtype: str, prescale: float = 1.0, postscale: float = 1.0
+) -> np.ndarray:
     """What the engine computes: scale each input, reduce, scale (Average divides by the count)."""
     n = len(inputs)
     if dtype == "bool":
@@ -84,8 +86,9 @@ def case_allreduce(dtype_names: tuple[str, ...]) -> None:
             _assert_close(result, _reference(op, inputs, dtype), dtype, f"allreduce {dtype} op={op}")
         if dtype != "bool":
             inputs = [contribution(r, shape, dtype) for r in range(n)]
-            result = hvd.allreduce(inputs[hvd.rank()], name=f"ar.scaled.{dtype}", op=hvd.Sum,
-                                   prescale_factor=2.0, postscale_factor=0.5)
+            result = hvd.allreduce(
+                inputs[hvd.rank()], name=f"ar.scaled.{dtype}", op=hvd.Sum, prescale_factor=2.0, postscale_factor=0.5
+            )
             _assert_close(result, _reference(hvd.Sum, inputs, dtype, 2.0, 0.5), dtype, f"scaled allreduce {dtype}")
     # Scalars and empty tensors are legal.
     scalar = hvd.allreduce(np.float32(hvd.rank()), op=hvd.Sum, name="ar.scalar")
@@ -183,9 +186,13 @@ def case_barrier_and_async() -> None:
 def case_grouped() -> None:
     hvd.init()
     n, rank = hvd.size(), hvd.rank()
-    tensors = [contribution(rank, (3,), "float32"), contribution(rank, (2, 2), "int64"), contribution(rank, (5,), "float64")]
+    tensors = [
+        contribution(rank, (3,), "float32"),
+        contribution(rank, (2, 2), "int64"),
+        contribution(rank, (5,), "float64"),
+    ]
     results = hvd.grouped_allreduce(tensors, op=hvd.Sum, name="group.ar")
-    for i, (result, dtype) in enumerate(zip(results, ("float32", "int64", "float64"))):
+    for i, (result, dtype) in enumerate(zip(results, ("float32", "int64", "float64"), strict=True)):
         expected = sum(contribution(r, tensors[i].shape, dtype).astype(np.float64) for r in range(n))
         _assert_close(result, expected, dtype, f"grouped allreduce #{i}")
     gathered = hvd.grouped_allgather([np.full((rank + 1, 2), rank, np.int32), np.full((1,), rank, np.float32)])
@@ -240,7 +247,7 @@ def case_static_process_sets() -> None:
 
 def case_dynamic_process_sets() -> None:
     hvd.init(process_sets="dynamic")
-    n, rank = hvd.size(), hvd.rank()
+    n = hvd.size()
     if n < 2:  # with one rank every subset is the global set
         return
     subset = [0, 1] if n > 2 else [0]  # a proper subset: the global set cannot be added again
@@ -302,20 +309,41 @@ def case_mismatches() -> None:
     last = n - 1
     odd = rank == last  # the last rank disagrees with everybody else
     mismatch = hvd.CollectiveMismatchError
-    expect_error(mismatch, ("'mm.shape'", "shapes", f"rank {last} has [3]"),
-                  lambda: hvd.allreduce(np.ones(3 if odd else 2, np.float32), name="mm.shape"))
-    expect_error(mismatch, ("'mm.dtype'", "data types", f"rank {last} has float64"),
-                  lambda: hvd.allreduce(np.ones(2, np.float64 if odd else np.float32), name="mm.dtype"))
-    expect_error(mismatch, ("'mm.op'", "reduce ops", f"rank {last} has Max"),
-                  lambda: hvd.allreduce(np.ones(2), name="mm.op", op=hvd.Max if odd else hvd.Sum))
-    expect_error(mismatch, ("'mm.root'", "root ranks"),
-                  lambda: hvd.broadcast(np.ones(2), root_rank=1 if odd else 0, name="mm.root"))
-    expect_error(mismatch, ("'mm.scale'", "prescale factors", f"rank {last} has 3"),
-                  lambda: hvd.allreduce(np.ones(2), name="mm.scale", prescale_factor=3.0 if odd else 1.0))
-    expect_error(mismatch, ("'mm.kind'", "collective operations"),
-                  lambda: (hvd.allgather if odd else hvd.allreduce)(np.ones(2), name="mm.kind"))
-    expect_error(mismatch, ("'mm.gather'", "all dimensions but the first"),
-                  lambda: hvd.allgather(np.ones((1, 3 if odd else 2)), name="mm.gather"))
+    expect_error(
+        mismatch,
+        ("'mm.shape'", "shapes", f"rank {last} has [3]"),
+        lambda: hvd.allreduce(np.ones(3 if odd else 2, np.float32), name="mm.shape"),
+    )
+    expect_error(
+        mismatch,
+        ("'mm.dtype'", "data types", f"rank {last} has float64"),
+        lambda: hvd.allreduce(np.ones(2, np.float64 if odd else np.float32), name="mm.dtype"),
+    )
+    expect_error(
+        mismatch,
+        ("'mm.op'", "reduce ops", f"rank {last} has Max"),
+        lambda: hvd.allreduce(np.ones(2), name="mm.op", op=hvd.Max if odd else hvd.Sum),
+    )
+    expect_error(
+        mismatch,
+        ("'mm.root'", "root ranks"),
+        lambda: hvd.broadcast(np.ones(2), root_rank=1 if odd else 0, name="mm.root"),
+    )
+    expect_error(
+        mismatch,
+        ("'mm.scale'", "prescale factors", f"rank {last} has 3"),
+        lambda: hvd.allreduce(np.ones(2), name="mm.scale", prescale_factor=3.0 if odd else 1.0),
+    )
+    expect_error(
+        mismatch,
+        ("'mm.kind'", "collective operations"),
+        lambda: (hvd.allgather if odd else hvd.allreduce)(np.ones(2), name="mm.kind"),
+    )
+    expect_error(
+        mismatch,
+        ("'mm.gather'", "all dimensions but the first"),
+        lambda: hvd.allgather(np.ones((1, 3 if odd else 2)), name="mm.gather"),
+    )
     # The engine is still healthy afterwards.
     assert hvd.allreduce(np.ones(1), op=hvd.Sum, name="mm.after").tolist() == [float(n)]
 
@@ -337,7 +365,9 @@ def case_call_time_errors() -> None:
     if n > 1:
         if hvd.rank() == 0:
             first = hvd.allreduce_async(np.ones(1), name="dup")
-            expect_error(ValueError, ("'dup'", "already in progress"), lambda: hvd.allreduce_async(np.ones(1), name="dup"))
+            expect_error(
+                ValueError, ("'dup'", "already in progress"), lambda: hvd.allreduce_async(np.ones(1), name="dup")
+            )
             hvd.barrier()
             hvd.synchronize(first)
         else:

@@ -8,11 +8,13 @@ initialises that thread's rank.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import traceback
 import uuid
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from horovod.common import lifecycle, state
 from horovod.common.world import Launch, Topology
@@ -59,14 +61,12 @@ def run_cluster(
         state.set_thread_launch(Launch(topology=topology, env=merged_env, store=store, job_key=job_key))
         try:
             results[rank] = fn(*args)
-        except BaseException:  # noqa: BLE001 - reported with the rank
+        except BaseException:
             failures[rank] = traceback.format_exc()
             lifecycle.shutdown()
         finally:
-            try:
+            with contextlib.suppress(threading.BrokenBarrierError):  # a peer failed: shut down anyway
                 finished.wait(timeout)
-            except threading.BrokenBarrierError:
-                pass
             lifecycle.shutdown()
             state.set_thread_launch(None)
 

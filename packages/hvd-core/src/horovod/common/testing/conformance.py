@@ -16,7 +16,8 @@ Capability flags switch off what a backend legitimately lacks; everything else m
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
 
 from horovod.common.testing import cases
 from horovod.common.testing.cluster import run_cluster
