@@ -216,3 +216,151 @@ def train(session: nox.Session) -> None:
         "python", str(ROOT / "examples" / "pytorch" / "pytorch_digits.py"), *session.posargs,
         env={"OMP_NUM_THREADS": "1"},
     )
+
+
+# --- lint: the quality gate ---------------------------------------------------------------------
+# Pinned: a new release of a linter, type checker or formatter changes what it reports or how it
+# formats, so taking one is a deliberate change (with its fixes), never a surprise in CI.
+# .pre-commit-config.yaml runs the same versions; the lint session fails when the two differ.
+LINT_TOOLS = ["ruff==0.17.6", "mypy==2.4.1", "clang-format==23.1.5"]
+# Type information for third-party modules that ship none (cloudpickle has none at all: mypy.ini).
+LINT_STUBS = ["types-PyYAML==6.0.12.20261113"]
+# The stub generator whose output the engine's checked-in stub must be (pinned for the same reason;
+# the lint session builds hvd-core with it too, which BUILD_TOOLS' nanobind>=2 allows).
+STUBGEN = "nanobind==3.1.0"
+C_SOURCES = (".c", ".cc", ".cpp", ".h", ".hpp")
+# Directories that hold build outputs or environments, never sources of ours.
+NOT_SOURCES = {"build", "dist", "_skbuild", ".nox", ".venv", "__pycache__"}
+# The native engine's stub, and the module it describes (the extension in horovod/common/_native/).
+CORE_STUB = PACKAGES["hvd-core"] / "src" / "horovod" / "common" / "_core.pyi"
+CORE_MODULE = "horovod.common._native._core"
+
+
+def _c_sources() -> list[str]:
+    files = []
+    for top in ("packages", "examples"):
+        for path in sorted((ROOT / top).rglob("*")):
+            parts = set(path.relative_to(ROOT).parts)
+            if path.suffix in C_SOURCES and path.is_file() and not parts & NOT_SOURCES:
+                files.append(str(path.relative_to(ROOT)))
+    return files
+
+
+def _lint_config_problems() -> list[str]:
+    """Where the configuration files disagree with this session: a package whose src/ mypy does
+    not see, or pre-commit hooks with other versions than LINT_TOOLS and LINT_STUBS."""
+    import configparser
+
+    problems = []
+    mypy = configparser.ConfigParser()
+    mypy.read(ROOT / "mypy.ini")
+    mypy_path = {p.strip() for p in re.split(r"[,:\n]", mypy["mypy"]["mypy_path"]) if p.strip()}
+    for name, path in PACKAGES.items():
+        src = path.relative_to(ROOT) / "src"
+        if (ROOT / src).is_dir() and str(src) not in mypy_path:
+            problems.append(f"mypy.ini: mypy_path lacks {src} ({name})")
+    pre_commit = (ROOT / ".pre-commit-config.yaml").read_text()
+    for pin in (*LINT_TOOLS, *LINT_STUBS):
+        if pin not in pre_commit:
+            problems.append(f".pre-commit-config.yaml: no hook pins {pin}, as the lint session does")
+    return problems
+
+
+def _runtime_requirements() -> list[str]:
+    """The third-party requirements of every local package (dependencies and extras, not the test
+    extra): mypy follows the packages' imports into them."""
+    requirements = ["torch==2.13.0"]  # the CPU build on this machine's disk; an unpinned torch is CUDA
+    for path in PACKAGES.values():
+        project = _project(path)
+        extras = project.get("optional-dependencies", {})
+        for requirement in [*project.get("dependencies", []), *(r for x in extras if x != "test" for r in extras[x])]:
+            if _requirement_name(requirement) not in PACKAGES and requirement not in requirements:
+                requirements.append(requirement)
+    return requirements
+
+
+def _stub_difference(generated: str, checked_in: str) -> str:
+    """The checked-in stub's difference from what nanobind.stubgen generates (its leading comment
+    aside): empty when it is current."""
+    import difflib
+
+    lines = checked_in.splitlines(keepends=True)
+    while lines and lines[0].startswith("#"):
+        lines.pop(0)
+    diff = difflib.unified_diff(lines, generated.splitlines(keepends=True), "checked in", "generated")
+    return "".join(diff)
+
+
+@nox.session(python="3.11")
+def lint(session: nox.Session) -> None:
+    """The quality gate: ruff (check, format), clang-format over the C and C++ sources, mypy over
+    every package's src/, and the native engine's stub checked against the built extension. Every
+    step runs; the session fails at the end, naming the steps that failed."""
+    problems = _lint_config_problems()
+    session.install(*LINT_TOOLS, *LINT_STUBS, STUBGEN)
+    failed = []
+
+    def step(name: str, *args: str, env: dict[str, str] | None = None) -> None:
+        try:
+            session.run(*args, env=env)
+        except nox.command.CommandFailed:
+            failed.append(name)
+
+    session.chdir(ROOT)
+    step("ruff check", "ruff", "check", ".")
+    step("ruff format", "ruff", "format", "--check", ".")
+    step("clang-format", "clang-format", "--dry-run", "--Werror", *_c_sources())
+    # hvd-core built and installed, for the stub checks, which import the extension; the other
+    # packages need no build: mypy reads every package from its src/ (mypy.ini).
+    install_local(session, "hvd-core", extras=())
+    session.install(*_runtime_requirements())
+    step("mypy", "mypy")
+    # stubtest finds a module's stub where mypy finds the module: the stub describes the extension,
+    # so a copy is put where the extension is and checked against the extension itself
+    # (horovod.common._core re-exports it, and stubtest passes over the names a module imports).
+    stubs = pathlib.Path(session.create_tmp()) / "stubs"
+    stub_copy = stubs / (CORE_MODULE.replace(".", "/") + ".pyi")
+    stub_copy.parent.mkdir(parents=True, exist_ok=True)
+    stub_copy.write_text(CORE_STUB.read_text())
+    step(
+        "stubtest",
+        "python",
+        "-m",
+        "mypy.stubtest",
+        CORE_MODULE,
+        "--allowlist",
+        str(ROOT / "stubtest-allowlist.txt"),
+        "--ignore-disjoint-bases",  # nanobind classes are disjoint bases; its stub generator does not mark them
+        env={"MYPYPATH": str(stubs)},
+    )
+    # stubtest cannot read the signatures of nanobind's functions and methods; nanobind's stub
+    # generator can: the checked-in stub must be what it generates (its leading comment aside).
+    generated = stubs / "generated.pyi"
+    generated.unlink(missing_ok=True)
+    step("stub generated", "python", "-m", "nanobind.stubgen", "-q", "-m", CORE_MODULE, "-o", str(generated))
+    difference = _stub_difference(generated.read_text(), CORE_STUB.read_text()) if generated.exists() else ""
+    if difference:
+        session.log(difference)
+        session.warn(f"{CORE_STUB.relative_to(ROOT)} is not what nanobind.stubgen generates: regenerate it")
+        failed.append("stub generated")
+    for problem in problems:
+        session.warn(problem)
+    if failed or problems:
+        session.error("lint failed: " + ", ".join([*failed, *(["configuration"] if problems else [])]))
+
+
+@nox.session(name="cpp-tests-hvd-core", python="3.11")
+def cpp_tests_hvd_core(session: nox.Session) -> None:
+    """hvd-core's C++ unit tests (GoogleTest, a system package): the engine's parts, without Python.
+
+    The CMake build directory is kept under .nox/ beside the session's environment (which nox
+    recreates), so a later run rebuilds only what changed."""
+    import os
+
+    session.install("cmake>=3.18")
+    build = ROOT / ".nox" / "cpp-tests-hvd-core-build"
+    options = ["-DCMAKE_BUILD_TYPE=Debug", "-DHVD_BUILD_TESTS=ON", "-DHVD_BUILD_BINDING=OFF"]
+    session.run("cmake", "-S", str(PACKAGES["hvd-core"]), "-B", str(build), *options)
+    session.run("cmake", "--build", str(build), "--parallel", str(os.cpu_count() or 1))
+    session.chdir(build)
+    session.run("ctest", "--output-on-failure", *session.posargs)
