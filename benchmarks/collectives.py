@@ -116,7 +116,9 @@ def fusion_round(results: list, n: int, repeats: int) -> None:
         dist.all_reduce(flat)
 
     # hvd's round and the floor alternate, repetition by repetition: the bar is their ratio.
-    paired = measure_alternating({"hvd": hvd_round, "floor": torch_floor}, inner={"hvd": 1, "floor": 5}, repeats=repeats)
+    paired = measure_alternating(
+        {"hvd": hvd_round, "floor": torch_floor}, inner={"hvd": 1, "floor": 5}, repeats=repeats
+    )
     results.append(
         {
             "bench": "fusion",
@@ -124,7 +126,9 @@ def fusion_round(results: list, n: int, repeats: int) -> None:
             "torch_one_by_one": measure(torch_one_by_one, repeats=repeats),
             "torch_async": measure(torch_async, repeats=repeats),
             "floor": paired["floor"],
-            "paired_ratio": statistics.median(h / f for h, f in zip(paired["hvd"]["samples"], paired["floor"]["samples"])),
+            "paired_ratio": statistics.median(
+                h / f for h, f in zip(paired["hvd"]["samples"], paired["floor"]["samples"])
+            ),
             "load": load_average(),
         }
     )

@@ -48,7 +48,9 @@ def main() -> None:
         row = {
             "bench": "allreduce",
             "bytes": elements * 4,
-            "hvd_mpi": measure(hvd_op("allreduce", torch.ones(elements), f"bench.mpi.{size}"), repeats=args.repeats, inner=inner),
+            "hvd_mpi": measure(
+                hvd_op("allreduce", torch.ones(elements), f"bench.mpi.{size}"), repeats=args.repeats, inner=inner
+            ),
             "torch": measure(torch_op("allreduce", torch.ones(elements), n), repeats=args.repeats, inner=inner),
             "busbw_factor": busbw_factor("allreduce", n),
         }

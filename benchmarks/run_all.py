@@ -39,13 +39,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def horovodrun(np: int, script: str, *args: str, mpi: bool = False, timeout: int = 1800,
-               extra_env: dict[str, str] | None = None) -> None:
+def horovodrun(
+    np: int, script: str, *args: str, mpi: bool = False, timeout: int = 1800, extra_env: dict[str, str] | None = None
+) -> None:
     env = {**os.environ, "HVD_BENCH_TORCH_PORT": str(free_port()), "OMP_NUM_THREADS": "1", **(extra_env or {})}
     if mpi:  # MPICH prefixes each write of a rank: unbuffered Python would print lines in pieces
         env.pop("PYTHONUNBUFFERED", None)
     launcher = ["horovodrun", *(["--mpi"] if mpi else []), "-np", str(np), "-H", f"localhost:{np}"]
-    subprocess.run([*launcher, sys.executable, str(HERE / script), *args], check=True, env=env, cwd=HERE, timeout=timeout)
+    subprocess.run(
+        [*launcher, sys.executable, str(HERE / script), *args], check=True, env=env, cwd=HERE, timeout=timeout
+    )
 
 
 def mpi_missing() -> str | None:
@@ -150,7 +153,7 @@ def training_table(singles: list[dict], multis: list[dict]) -> list[str]:
     """
     n = multis[0]["ranks"]
     rows = [
-        f"### Synthetic training (batch 32 per rank, 1 intra-op thread per rank), images/s",
+        "### Synthetic training (batch 32 per rank, 1 intra-op thread per rank), images/s",
         "",
         f"`local`: the same step with no communication, {n} processes side by side: the most any",
         "data-parallel framework can reach on this machine. `lockstep`: the local step, then a 4-byte",
@@ -186,8 +189,12 @@ def startup_table(np: int, repeats: int = 5) -> list[str]:
 
     def launcher() -> float:
         start = time.perf_counter()
-        subprocess.run(["horovodrun", "-np", str(np), "-H", f"localhost:{np}", sys.executable, "-c", code],
-                       check=True, capture_output=True, timeout=300)
+        subprocess.run(
+            ["horovodrun", "-np", str(np), "-H", f"localhost:{np}", sys.executable, "-c", code],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
         return time.perf_counter() - start
 
     def bare() -> float:
@@ -238,8 +245,9 @@ def main() -> None:
             lines += collectives_table(gloo, SHARED_MEMORY) + [""]
         if "tcp" in only:  # what ranks on different hosts get: the same sweep with shared memory off
             out = Path(tmp) / "collectives_tcp.json"
-            horovodrun(args.np, "collectives.py", "--out", str(out), *sweep_args,
-                       extra_env={"HOROVOD_GLOO_SHARED_MEMORY": "0"})
+            horovodrun(
+                args.np, "collectives.py", "--out", str(out), *sweep_args, extra_env={"HOROVOD_GLOO_SHARED_MEMORY": "0"}
+            )
             lines += collectives_table(json.loads(out.read_text()), "over TCP (HOROVOD_GLOO_SHARED_MEMORY=0)") + [""]
         if "mpi" in only:
             missing = mpi_missing()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 # The sweep's name for hvd.allreduce, which returns a new tensor. torch.distributed reduces in place
 # only, so its side copies the input first (clone, then all_reduce), as a torch user does to keep it.
@@ -17,8 +17,9 @@ def measure(fn: Callable[[], None], *, warmup: int = 3, repeats: int = 7, inner:
     return measure_alternating({"fn": fn}, inner={"fn": inner}, warmup=warmup, repeats=repeats)["fn"]
 
 
-def measure_alternating(fns: dict[str, Callable[[], None]], *, inner: dict[str, int], warmup: int = 3,
-                        repeats: int = 7) -> dict:
+def measure_alternating(
+    fns: dict[str, Callable[[], None]], *, inner: dict[str, int], warmup: int = 3, repeats: int = 7
+) -> dict:
     """Median, spread and samples of each function's timings, one repetition of each in turn: on a
     noisy machine, functions whose ratio matters see the same load (and each repetition's pair of
     samples gives a ratio of its own)."""

@@ -41,7 +41,9 @@ class SmallCNN(nn.Module):
 
 
 def mlp() -> nn.Module:
-    return nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10))
+    return nn.Sequential(
+        nn.Flatten(), nn.Linear(3 * 32 * 32, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10)
+    )
 
 
 MODELS = {"cnn": SmallCNN, "mlp": mlp}
@@ -106,7 +108,10 @@ def main() -> None:
     torch.set_num_threads(1)
     hvd.init()
     dist.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{os.environ['HVD_BENCH_TORCH_PORT']}", rank=hvd.rank(), world_size=hvd.size()
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{os.environ['HVD_BENCH_TORCH_PORT']}",
+        rank=hvd.rank(),
+        world_size=hvd.size(),
     )
     results = {}
     for model_name in MODELS:

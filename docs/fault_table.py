@@ -62,7 +62,18 @@ def shorten(error: str) -> str:
 def run(fault: str, extra: dict[str, str]) -> tuple[str, dict[int, tuple[float, str]], float, str, int]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOROVOD_")}
     env.update(extra, FAULT=fault, OMP_NUM_THREADS="1")
-    argv = [sys.executable, "-m", "horovod.runner.launch", "-np", "3", "-H", "localhost:3", sys.executable, "-c", RANK_CODE]
+    argv = [
+        sys.executable,
+        "-m",
+        "horovod.runner.launch",
+        "-np",
+        "3",
+        "-H",
+        "localhost:3",
+        sys.executable,
+        "-c",
+        RANK_CODE,
+    ]
     result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=180)
     ended = time.time()
     injected, raised = None, {}
@@ -74,11 +85,19 @@ def run(fault: str, extra: dict[str, str]) -> tuple[str, dict[int, tuple[float, 
             raised[int(m.group(1))] = (float(m.group(3)), m.group(4))
     verdict = next((l for l in result.stderr.splitlines() if "job failed" in l), "").replace("horovodrun: ", "")
     base = injected or ended
-    return verdict, {r: (t - base, shorten(e)) for r, (t, e) in raised.items()}, ended - base, result.stderr, result.returncode
+    return (
+        verdict,
+        {r: (t - base, shorten(e)) for r, (t, e) in raised.items()},
+        ended - base,
+        result.stderr,
+        result.returncode,
+    )
 
 
 def main() -> None:
-    print("| fault on rank 1 | what ranks 0 and 2 raise (HorovodInternalError) | raised after | horovodrun | job ended after |")
+    print(
+        "| fault on rank 1 | what ranks 0 and 2 raise (HorovodInternalError) | raised after | horovodrun | job ended after |"
+    )
     print("|---|---|---|---|---|")
     for fault, extra in FAULTS.items():
         verdict, raised, total, _, code = run(fault, extra)
@@ -87,7 +106,9 @@ def main() -> None:
         seen = "<br>".join(sorted(messages)) or "(nothing)"
         after = ", ".join(f"rank {r}: {t:.2f} s" for r, (t, _) in sorted(raised.items()))
         label = fault + (f" ({settings})" if settings else "")
-        print(f"| {label} | {seen} | {after} | exit {code}: {re.sub(r'pid [0-9]+', 'pid N', verdict)} | {total:.1f} s |")
+        print(
+            f"| {label} | {seen} | {after} | exit {code}: {re.sub(r'pid [0-9]+', 'pid N', verdict)} | {total:.1f} s |"
+        )
 
 
 if __name__ == "__main__":

@@ -111,7 +111,9 @@ def main(args: argparse.Namespace) -> dict:
         epoch_loss = hvd.allreduce(torch.tensor(total_loss / batches), name="epoch.loss").item()
         accuracy = evaluate(model, x_test, y_test)
         if rank == 0:
-            print(f"epoch {epoch + 1:2d}/{args.epochs}  loss {epoch_loss:.4f}  test accuracy {accuracy:.4f}", flush=True)
+            print(
+                f"epoch {epoch + 1:2d}/{args.epochs}  loss {epoch_loss:.4f}  test accuracy {accuracy:.4f}", flush=True
+            )
     elapsed = time.perf_counter() - start
 
     # Every rank must hold identical weights: compare a checksum of them across ranks.
@@ -121,8 +123,11 @@ def main(args: argparse.Namespace) -> dict:
     identical = bool((checksums == checksums[0]).all())
     if rank == 0:
         print(f"weight checksums per rank: {[f'{c[0]:.10f}/{c[1]:.6f}' for c in checksums.tolist()]}", flush=True)
-        print(f"final test accuracy {accuracy:.4f} ({size} ranks, {args.epochs} epochs in {elapsed:.1f} s, "
-              f"identical weights on every rank: {identical})", flush=True)
+        print(
+            f"final test accuracy {accuracy:.4f} ({size} ranks, {args.epochs} epochs in {elapsed:.1f} s, "
+            f"identical weights on every rank: {identical})",
+            flush=True,
+        )
     if not identical:
         raise RuntimeError(f"rank {rank}: weights differ between ranks: {checksums.tolist()}")
     hvd.shutdown()

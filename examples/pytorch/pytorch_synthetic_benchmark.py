@@ -28,13 +28,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="PyTorch Synthetic Benchmark", formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
-    parser.add_argument("--fp16-allreduce", action="store_true", default=False, help="use fp16 compression during allreduce")
+    parser.add_argument(
+        "--fp16-allreduce", action="store_true", default=False, help="use fp16 compression during allreduce"
+    )
     parser.add_argument("--model", type=str, default="cnn", choices=sorted(MODELS), help="model to benchmark")
     parser.add_argument("--batch-size", type=int, default=32, help="input batch size")
     parser.add_argument("--image-size", type=int, default=64, help="height and width of the synthetic images")
     parser.add_argument("--num-classes", type=int, default=1000, help="number of classes")
-    parser.add_argument("--num-warmup-batches", type=int, default=10, help="number of warm-up batches that don't count towards benchmark")
-    parser.add_argument("--num-batches-per-iter", type=int, default=10, help="number of batches per benchmark iteration")
+    parser.add_argument(
+        "--num-warmup-batches",
+        type=int,
+        default=10,
+        help="number of warm-up batches that don't count towards benchmark",
+    )
+    parser.add_argument(
+        "--num-batches-per-iter", type=int, default=10, help="number of batches per benchmark iteration"
+    )
     parser.add_argument("--num-iters", type=int, default=10, help="number of benchmark iterations")
     parser.add_argument("--no-cuda", action="store_true", default=False, help="disables CUDA training")
     parser.add_argument("--use-adasum", action="store_true", default=False, help="use adasum algorithm to do reduction")
@@ -52,8 +61,12 @@ class SmallCNN(nn.Module):
         widths = [3, 32, 64, 128, 256]
         self.features = nn.Sequential(
             *[
-                nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True),
-                              nn.MaxPool2d(2))
+                nn.Sequential(
+                    nn.Conv2d(cin, cout, 3, padding=1, bias=False),
+                    nn.BatchNorm2d(cout),
+                    nn.ReLU(inplace=True),
+                    nn.MaxPool2d(2),
+                )
                 for cin, cout in zip(widths, widths[1:])
             ]
         )
@@ -67,8 +80,12 @@ class MLP(nn.Module):
     def __init__(self, num_classes: int, image_size: int) -> None:
         super().__init__()
         self.layers = nn.Sequential(
-            nn.Flatten(), nn.Linear(3 * image_size * image_size, 1024), nn.ReLU(inplace=True),
-            nn.Linear(1024, 1024), nn.ReLU(inplace=True), nn.Linear(1024, num_classes),
+            nn.Flatten(),
+            nn.Linear(3 * image_size * image_size, 1024),
+            nn.ReLU(inplace=True),
+            nn.Linear(1024, 1024),
+            nn.ReLU(inplace=True),
+            nn.Linear(1024, num_classes),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

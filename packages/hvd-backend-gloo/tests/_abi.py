@@ -11,16 +11,40 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from ctypes import POINTER, CFUNCTYPE, Structure, c_char_p, c_double, c_int, c_int32, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from ctypes import (
+    CFUNCTYPE,
+    POINTER,
+    Structure,
+    c_char_p,
+    c_double,
+    c_int,
+    c_int32,
+    c_int64,
+    c_size_t,
+    c_uint32,
+    c_uint64,
+    c_void_p,
+)
+from typing import Any
 
 import numpy as np
 
 from horovod.backends.gloo import library_path
 
 OK, INVALID_ARGUMENT, UNSUPPORTED, TIMEOUT, PEER_LOST, INTERNAL = range(6)
-DTYPES = {"uint8": 0, "int8": 1, "int16": 2, "int32": 3, "int64": 4, "float16": 5, "bfloat16": 6, "float32": 7,
-          "float64": 8, "bool": 9}
+DTYPES = {
+    "uint8": 0,
+    "int8": 1,
+    "int16": 2,
+    "int32": 3,
+    "int64": 4,
+    "float16": 5,
+    "bfloat16": 6,
+    "float32": 7,
+    "float64": 8,
+    "bool": 9,
+}
 SUM, MIN, MAX, PRODUCT = range(4)
 DEVICE_CPU = 1
 CAP_SEND_RECV = 1
@@ -57,7 +81,10 @@ class _Table(Structure):
         ("device_kinds", c_uint32),
         ("reserved", c_uint32),
         ("capabilities", c_uint64),
-        ("comm_create", CFUNCTYPE(c_int, POINTER(Config), POINTER(_StoreStruct), POINTER(c_void_p), c_char_p, c_size_t)),
+        (
+            "comm_create",
+            CFUNCTYPE(c_int, POINTER(Config), POINTER(_StoreStruct), POINTER(c_void_p), c_char_p, c_size_t),
+        ),
         ("comm_destroy", CFUNCTYPE(None, c_void_p)),
         ("last_error", CFUNCTYPE(c_char_p, c_void_p)),
         ("allreduce", CFUNCTYPE(c_int, c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_int)),
@@ -143,8 +170,9 @@ class Comm:
     def allreduce(self, send: np.ndarray, recv: np.ndarray, dtype: str, op: int) -> int:
         return self.table.allreduce(self.handle, send.ctypes.data, recv.ctypes.data, recv.size, DTYPES[dtype], op)
 
-    def allreduce_buffers(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]], dtype: str, op: int,
-                          postscale: float = 1.0) -> int:
+    def allreduce_buffers(
+        self, pairs: Sequence[tuple[np.ndarray, np.ndarray]], dtype: str, op: int, postscale: float = 1.0
+    ) -> int:
         """The extension's multi-buffer allreduce over (send, recv) arrays."""
         array = (_BufferPair * len(pairs))(*[_BufferPair(s.ctypes.data, r.ctypes.data, r.size) for s, r in pairs])
         return self.table._extensions.allreduce_buffers(self.handle, array, len(pairs), DTYPES[dtype], op, postscale)
@@ -155,13 +183,17 @@ class Comm:
     def broadcast(self, buf: np.ndarray, dtype: str, root: int) -> int:
         return self.table.broadcast(self.handle, buf.ctypes.data, buf.size, DTYPES[dtype], root)
 
-    def alltoallv(self, send: np.ndarray, sendcounts: Sequence[int], recv: np.ndarray, recvcounts: Sequence[int],
-                  dtype: str) -> int:
-        return self.table.alltoallv(self.handle, send.ctypes.data, _sizes(sendcounts), recv.ctypes.data,
-                                    _sizes(recvcounts), DTYPES[dtype])
+    def alltoallv(
+        self, send: np.ndarray, sendcounts: Sequence[int], recv: np.ndarray, recvcounts: Sequence[int], dtype: str
+    ) -> int:
+        return self.table.alltoallv(
+            self.handle, send.ctypes.data, _sizes(sendcounts), recv.ctypes.data, _sizes(recvcounts), DTYPES[dtype]
+        )
 
     def reducescatter(self, send: np.ndarray, recv: np.ndarray, counts: Sequence[int], dtype: str, op: int) -> int:
-        return self.table.reducescatter(self.handle, send.ctypes.data, recv.ctypes.data, _sizes(counts), DTYPES[dtype], op)
+        return self.table.reducescatter(
+            self.handle, send.ctypes.data, recv.ctypes.data, _sizes(counts), DTYPES[dtype], op
+        )
 
     def barrier(self) -> int:
         return self.table.barrier(self.handle)
@@ -198,8 +230,9 @@ def create(table: _Table, store: Store, rank: int, size: int, prefix: str, timeo
     return Comm(table, handle.value, rank, size)
 
 
-def run_members(size: int, fn: Callable[[Comm], Any], *, timeout_ms: int = 20000, prefix: str = "t",
-                join_timeout: float = 60.0) -> list[Any]:
+def run_members(
+    size: int, fn: Callable[[Comm], Any], *, timeout_ms: int = 20000, prefix: str = "t", join_timeout: float = 60.0
+) -> list[Any]:
     """Creates a communicator of `size` members (threads) and runs fn(comm) on each; returns results.
 
     A member's exception is re-raised here; each communicator is destroyed when its fn returns.
@@ -213,7 +246,7 @@ def run_members(size: int, fn: Callable[[Comm], Any], *, timeout_ms: int = 20000
         try:
             comm = create(table, store, rank, size, prefix, timeout_ms)
             results[rank] = fn(comm)
-        except BaseException as error:  # noqa: BLE001 - re-raised below with the rank
+        except BaseException as error:  # re-raised below with the rank
             errors[rank] = error
         finally:
             if comm is not None:

@@ -50,7 +50,9 @@ def test_small_and_ring_allreduce_agree_bitwise_on_every_rank(size: int) -> None
     # call (the in-place exchange must not send from the buffer it is folding into).
     limit = 64 * 1024 // 4 // (size - 1)
     rng = np.random.default_rng(7)
-    inputs = {count: [rng.standard_normal(count).astype(np.float32) for _ in range(size)] for count in (3, limit, limit + 1)}
+    inputs = {
+        count: [rng.standard_normal(count).astype(np.float32) for _ in range(size)] for count in (3, limit, limit + 1)
+    }
 
     def member(comm: _abi.Comm) -> list:
         results = []
@@ -137,7 +139,10 @@ def test_invalid_arguments_are_refused_without_breaking_the_communicator() -> No
         buf = np.ones(2, np.float32)
         assert comm.broadcast(buf, "float32", comm.size) == _abi.INVALID_ARGUMENT
         assert "gloo broadcast" in comm.last_error and "out of range" in comm.last_error
-        assert comm.table.allreduce(comm.handle, buf.ctypes.data, buf.ctypes.data, 2, 42, _abi.SUM) == _abi.INVALID_ARGUMENT
+        assert (
+            comm.table.allreduce(comm.handle, buf.ctypes.data, buf.ctypes.data, 2, 42, _abi.SUM)
+            == _abi.INVALID_ARGUMENT
+        )
         assert comm.allreduce(buf, buf, "float32", _abi.SUM) == _abi.OK, comm.last_error
         assert buf.tolist() == [comm.size] * 2
 
@@ -151,7 +156,9 @@ def test_comm_create_refuses_what_it_cannot_serve() -> None:
     config = _abi.Config(_abi.ctypes.sizeof(_abi.Config), 0, 1, None, b"cuda", 1000, 2, 0)
     handle = _abi.ctypes.c_void_p()
     error = _abi.ctypes.create_string_buffer(256)
-    rc = table.comm_create(_abi.ctypes.byref(config), _abi.ctypes.byref(store.struct), _abi.ctypes.byref(handle), error, 256)
+    rc = table.comm_create(
+        _abi.ctypes.byref(config), _abi.ctypes.byref(store.struct), _abi.ctypes.byref(handle), error, 256
+    )
     assert rc == _abi.UNSUPPORTED and b"CPU" in error.value and not handle.value
 
 
@@ -185,7 +192,9 @@ def test_multi_buffer_allreduce_is_one_allreduce_of_the_buffers_in_order(size: i
             sends = [((np.arange(c) % 13) + comm.rank + round_).astype(np.float32) for c in counts]
             before = [s.copy() for s in sends]
             recvs = [s if i % 2 else np.full_like(s, -1) for i, s in enumerate(sends)]
-            assert comm.allreduce_buffers(list(zip(sends, recvs)), "float32", _abi.SUM, scale) == _abi.OK, comm.last_error
+            assert comm.allreduce_buffers(list(zip(sends, recvs)), "float32", _abi.SUM, scale) == _abi.OK, (
+                comm.last_error
+            )
             for i, (c, recv) in enumerate(zip(counts, recvs)):
                 total = sum(((np.arange(c) % 13) + r + round_).astype(np.float32) for r in range(comm.size))
                 np.testing.assert_array_equal(recv, total * np.float32(scale), err_msg=f"buffer {i}")
@@ -204,7 +213,9 @@ def test_multi_buffer_allreduce_scales_integers_as_the_engine_does() -> None:
     def member(comm: _abi.Comm) -> None:
         small = np.array([7, -7, 100], np.int32) * (comm.rank + 1)
         large = np.arange(70_000, dtype=np.int32) * (comm.rank + 1)
-        assert comm.allreduce_buffers([(small, small), (large, large)], "int32", _abi.SUM, 1 / 3) == _abi.OK, comm.last_error
+        assert comm.allreduce_buffers([(small, small), (large, large)], "int32", _abi.SUM, 1 / 3) == _abi.OK, (
+            comm.last_error
+        )
         np.testing.assert_array_equal(small, np.trunc(np.array([21, -21, 300]) * (1 / 3)).astype(np.int32))
         np.testing.assert_array_equal(large, np.trunc(np.arange(70_000) * 3 * (1 / 3)).astype(np.int32))
 

@@ -6,7 +6,8 @@ turned off, over TCP (what ranks on different hosts use).
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
 
 import horovod
 from horovod.common.testing.conformance import BackendConformance

@@ -35,8 +35,9 @@ def test_a_rank_that_never_arrives_fails_init_within_the_timeout() -> None:
         hvd.shutdown()
         return "", time.monotonic() - start
 
-    (error0, _), (error1, _) = run_cluster(case, 2, backend="gloo", env={"HOROVOD_GLOO_TIMEOUT_SECONDS": "2"},
-                                           timeout=60)
+    (error0, _), (error1, _) = run_cluster(
+        case, 2, backend="gloo", env={"HOROVOD_GLOO_TIMEOUT_SECONDS": "2"}, timeout=60
+    )
     assert "gloo" in error0 and "rank 1 did not arrive within 2 s" in error0, error0
     assert "HOROVOD_GLOO_TIMEOUT_SECONDS" in error0, error0
     # Rank 1 sees that rank 0 arrived, but rank 0 has given up: rank 1 fails too, naming rank 0.

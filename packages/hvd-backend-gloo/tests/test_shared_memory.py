@@ -32,7 +32,7 @@ def test_members_on_one_host_use_shared_memory_unless_disabled(monkeypatch: pyte
 class _StoreWithAMemberElsewhere(_abi.Store):
     """Rewrites what member 1 publishes about its host, as if it ran on another machine."""
 
-    def _set(self, ctx, key, value, length):  # noqa: ANN001 - ctypes callback signature
+    def _set(self, ctx, key, value, length):
         if key.endswith(b"/gloo/shm/host/1"):
             other = _abi.ctypes.create_string_buffer(b"another host")
             return super()._set(ctx, key, _abi.ctypes.addressof(other), len(other.value))
@@ -154,7 +154,7 @@ def test_no_region_is_left_in_dev_shm() -> None:
 class _StoreThatNeverHearsFromMember1(_abi.Store):
     """Whether member 1 mapped the region never arrives: set-up fails after the region exists."""
 
-    def _get(self, ctx, key, value, length, timeout_ms):  # noqa: ANN001 - ctypes callback signature
+    def _get(self, ctx, key, value, length, timeout_ms):
         if key.endswith(b"/gloo/shm/mapped/1"):
             return _abi.TIMEOUT
         return super()._get(ctx, key, value, length, timeout_ms)
@@ -180,18 +180,32 @@ def _broadcast(count: int, root: int = 0) -> Any:
 def _allgather(count: int) -> Any:
     def call(comm: _abi.Comm) -> int:
         counts = [count + r if comm.rank == 0 else count for r in range(comm.size)]  # rank 0 disagrees
-        return comm.allgatherv(np.ones(counts[comm.rank], np.float32), np.empty(sum(counts), np.float32), counts,
-                               "float32")
+        return comm.allgatherv(
+            np.ones(counts[comm.rank], np.float32), np.empty(sum(counts), np.float32), counts, "float32"
+        )
+
     return call
 
 
 MISMATCHES = {
-    "sizes": (_allreduce(16), _allreduce(32), "allreduce of 64 bytes of float32 (sum)",
-              "allreduce of 128 bytes of float32 (sum)"),
-    "kinds": (_allreduce(16), _broadcast(16), "allreduce of 64 bytes of float32 (sum)",
-              "broadcast of 64 bytes from root 0"),
-    "roots": (_broadcast(16, root=0), _broadcast(16, root=1), "broadcast of 64 bytes from root 0",
-              "broadcast of 64 bytes from root 1"),
+    "sizes": (
+        _allreduce(16),
+        _allreduce(32),
+        "allreduce of 64 bytes of float32 (sum)",
+        "allreduce of 128 bytes of float32 (sum)",
+    ),
+    "kinds": (
+        _allreduce(16),
+        _broadcast(16),
+        "allreduce of 64 bytes of float32 (sum)",
+        "broadcast of 64 bytes from root 0",
+    ),
+    "roots": (
+        _broadcast(16, root=0),
+        _broadcast(16, root=1),
+        "broadcast of 64 bytes from root 0",
+        "broadcast of 64 bytes from root 1",
+    ),
     "barrier": (lambda comm: comm.barrier(), _allreduce(4), "barrier", "allreduce of 16 bytes of float32 (sum)"),
 }
 
@@ -214,7 +228,9 @@ def test_members_called_with_different_collectives_all_fail_naming_both(case: st
         # Each member names a peer that announced something else, and what it was called with itself.
         theirs, mine = (others_say, first_says) if rank == 0 else (first_says, others_say)
         assert f"collective mismatch: rank {1 if rank == 0 else 0} called {theirs}, this member {mine}" in message, (
-            rank, message)
+            rank,
+            message,
+        )
         assert again == _abi.INVALID_ARGUMENT and "unusable after an earlier failure" in again_message, again_message
 
 
@@ -231,14 +247,17 @@ def test_members_that_pass_different_counts_to_a_v_collective_fail() -> None:
 def test_counts_split_differently_and_scales_that_differ_are_named() -> None:
     def split(comm: _abi.Comm) -> tuple[int, str]:
         counts = [4, 6] if comm.rank == 0 else [6, 4]  # the same 40 bytes, split differently
-        rc = comm.reducescatter(np.ones(10, np.float32), np.empty(counts[comm.rank], np.float32), counts, "float32",
-                                _abi.SUM)
+        rc = comm.reducescatter(
+            np.ones(10, np.float32), np.empty(counts[comm.rank], np.float32), counts, "float32", _abi.SUM
+        )
         return (rc, comm.last_error)
 
     for rank, (rc, message) in enumerate(_abi.run_members(2, split, timeout_ms=10000)):
         assert rc == _abi.INVALID_ARGUMENT, message
-        assert ("rank %d called reducescatter of 40 bytes of float32 (sum), this member reducescatter of 40 bytes of "
-                "float32 (sum) (alike in size, but not in the counts or element size)" % (1 - rank)) in message, message
+        assert (
+            "rank %d called reducescatter of 40 bytes of float32 (sum), this member reducescatter of 40 bytes of "
+            "float32 (sum) (alike in size, but not in the counts or element size)" % (1 - rank)
+        ) in message, message
 
     def scaled(comm: _abi.Comm) -> tuple[int, str]:
         data = np.ones(8, np.float32)
@@ -247,5 +266,7 @@ def test_counts_split_differently_and_scales_that_differ_are_named() -> None:
 
     (rc0, message0), (rc1, message1) = _abi.run_members(2, scaled, timeout_ms=10000)
     assert rc0 == rc1 == _abi.INVALID_ARGUMENT, (message0, message1)
-    assert ("rank 1 called allreduce of 32 bytes of float32 (sum), this member allreduce of 32 bytes of float32 "
-            "(sum, results scaled by 0.500000)") in message0, message0
+    assert (
+        "rank 1 called allreduce of 32 bytes of float32 (sum), this member allreduce of 32 bytes of float32 "
+        "(sum, results scaled by 0.500000)"
+    ) in message0, message0

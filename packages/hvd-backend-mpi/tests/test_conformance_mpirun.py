@@ -6,7 +6,8 @@ plugin's hvd_external_launch (MPI itself), as `mpirun -np N python train.py` doe
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import _mpirun
 from horovod.common.testing.conformance import BackendConformance

@@ -17,8 +17,9 @@ from horovod.common.plugin_api import get_plugin_manager
 def _python(code: str, **env: str) -> str:
     """Runs ``code`` in a fresh interpreter (no MPI launcher variables); returns its stdout."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PMI_", "MPI_LOCAL"))}
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120,
-                         env={**clean, **env})
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120, env={**clean, **env}
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout
 
@@ -59,10 +60,17 @@ def test_plugin_loads_no_native_code_outside_an_mpi_job() -> None:
 def test_library_exports_only_its_entry_points() -> None:
     out = subprocess.run(["nm", "-D", "--defined-only", library_path()], capture_output=True, text=True, check=True)
     symbols = sorted(line.split()[-1] for line in out.stdout.splitlines() if line.strip())
-    assert symbols == sorted([
-        "hvd_backend_v1_get", "hvd_mpi_initialize", "hvd_mpi_initialized_here", "hvd_mpi_library_version",
-        "hvd_mpi_select_world", "hvd_mpi_thread_level", "hvd_mpi_topology",
-    ]), symbols
+    assert symbols == sorted(
+        [
+            "hvd_backend_v1_get",
+            "hvd_mpi_initialize",
+            "hvd_mpi_initialized_here",
+            "hvd_mpi_library_version",
+            "hvd_mpi_select_world",
+            "hvd_mpi_thread_level",
+            "hvd_mpi_topology",
+        ]
+    ), symbols
 
 
 def test_a_lone_process_runs_on_an_mpi_singleton() -> None:
@@ -82,8 +90,9 @@ def test_a_lone_process_runs_on_an_mpi_singleton() -> None:
 
 def test_check_build_lists_mpi() -> None:
     pytest.importorskip("horovod.runner")
-    out = subprocess.run([sys.executable, "-m", "horovod.runner", "--check-build"], capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "horovod.runner", "--check-build"], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     controllers, operations = out.stdout.split("Available Controllers:")[1].split("Available Tensor Operations:")
     assert "[X] MPI" in controllers and "[X] MPI" in operations, out.stdout

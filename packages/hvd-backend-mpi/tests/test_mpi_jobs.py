@@ -163,8 +163,11 @@ def test_communicators_it_cannot_use_are_refused_clearly() -> None:
 
 
 def test_two_mpi_libraries_in_one_process_are_refused() -> None:
-    with pytest.raises(ValueError, match=r"mpi4py runs on 'MPICH Version: 5.0.2', but hvd-backend-mpi was built for "
-                                         r"'Open MPI v5.0.11, package: y'"):
+    with pytest.raises(
+        ValueError,
+        match=r"mpi4py runs on 'MPICH Version: 5.0.2', but hvd-backend-mpi was built for "
+        r"'Open MPI v5.0.11, package: y'",
+    ):
         comms._check_same_mpi("MPICH Version: 5.0.2\nMPICH Release date: x\n", "Open MPI v5.0.11, package: y\n")
     comms._check_same_mpi("Open MPI v5.0.11\n", "Open MPI v5.0.11")
 

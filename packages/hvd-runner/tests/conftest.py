@@ -13,8 +13,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO, Callable, Iterable
+from typing import IO
 
 import pytest
 
@@ -66,10 +67,18 @@ def horovodrun_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "horovod.runner.launch", *args]
 
 
-def horovodrun(*args: str, env: dict[str, str] | None = None, timeout: float = JOB_TIMEOUT_S, cwd: str | Path | None = None) -> subprocess.CompletedProcess[str]:
+def horovodrun(
+    *args: str, env: dict[str, str] | None = None, timeout: float = JOB_TIMEOUT_S, cwd: str | Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """Runs horovodrun to its end and returns its exit status and (text) output."""
     return subprocess.run(
-        horovodrun_argv(*args), env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd, stdin=subprocess.DEVNULL
+        horovodrun_argv(*args),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
     )
 
 

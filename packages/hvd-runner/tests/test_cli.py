@@ -10,8 +10,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import horovodrun, python_ranks
 
+from conftest import horovodrun, python_ranks
 from horovod.runner import cli, controller, env_mapping, settings
 from horovod.runner.errors import NotSupportedError, UsageError
 from horovod.runner.output import OutputRouter
@@ -30,20 +30,66 @@ def job(*argv: str) -> settings.JobSettings:
 # --- every Horovod flag parses ------------------------------------------------------------------
 
 HOROVOD_FLAGS = [
-    "-np 2", "--num-proc 2", "--disable-cache", "--start-timeout 10", "--network-interface lo",
-    "--network-interfaces lo", "--output-filename out", "--verbose", "-p 22", "--ssh-port 22", "-i key",
-    "--ssh-identity-file key", "--fusion-threshold-mb 32", "--cycle-time-ms 2.5", "--cache-capacity 512",
-    "--hierarchical-allreduce", "--no-hierarchical-allreduce", "--hierarchical-allgather",
-    "--no-hierarchical-allgather", "--autotune", "--autotune-log-file log.csv", "--autotune-warmup-samples 3",
-    "--autotune-steps-per-sample 10", "--autotune-bayes-opt-max-samples 20", "--autotune-gaussian-process-noise 0.8",
-    "--min-np 1", "--min-num-proc 1", "--max-np 4", "--max-num-proc 4", "--slots-per-host 2", "--elastic-timeout 600",
-    "--reset-limit 3", "--blacklist-cooldown-range 10 100", "--timeline-filename t.json", "--timeline-mark-cycles",
-    "--no-stall-check", "--stall-check-warning-time-seconds 60", "--stall-check-shutdown-time-seconds 120",
-    "--mpi-threads-disable", "--mpi-args=--bind-to none", "--tcp", "--binding-args=--rankfile f",
-    "--num-nccl-streams 2", "--thread-affinity 1", "--gloo-timeout-seconds 60", "--log-level DEBUG",
-    "--log-without-timestamp", "--prefix-output-with-timestamp", "-H localhost:2", "--hosts localhost:2",
-    "-hostfile hosts", "--hostfile hosts", "--host-discovery-script d.sh", "--gloo", "--mpi", "--jsrun", "-cb",
-    "--check-build", "--list-plugins", "--config-file c.yaml",
+    "-np 2",
+    "--num-proc 2",
+    "--disable-cache",
+    "--start-timeout 10",
+    "--network-interface lo",
+    "--network-interfaces lo",
+    "--output-filename out",
+    "--verbose",
+    "-p 22",
+    "--ssh-port 22",
+    "-i key",
+    "--ssh-identity-file key",
+    "--fusion-threshold-mb 32",
+    "--cycle-time-ms 2.5",
+    "--cache-capacity 512",
+    "--hierarchical-allreduce",
+    "--no-hierarchical-allreduce",
+    "--hierarchical-allgather",
+    "--no-hierarchical-allgather",
+    "--autotune",
+    "--autotune-log-file log.csv",
+    "--autotune-warmup-samples 3",
+    "--autotune-steps-per-sample 10",
+    "--autotune-bayes-opt-max-samples 20",
+    "--autotune-gaussian-process-noise 0.8",
+    "--min-np 1",
+    "--min-num-proc 1",
+    "--max-np 4",
+    "--max-num-proc 4",
+    "--slots-per-host 2",
+    "--elastic-timeout 600",
+    "--reset-limit 3",
+    "--blacklist-cooldown-range 10 100",
+    "--timeline-filename t.json",
+    "--timeline-mark-cycles",
+    "--no-stall-check",
+    "--stall-check-warning-time-seconds 60",
+    "--stall-check-shutdown-time-seconds 120",
+    "--mpi-threads-disable",
+    "--mpi-args=--bind-to none",
+    "--tcp",
+    "--binding-args=--rankfile f",
+    "--num-nccl-streams 2",
+    "--thread-affinity 1",
+    "--gloo-timeout-seconds 60",
+    "--log-level DEBUG",
+    "--log-without-timestamp",
+    "--prefix-output-with-timestamp",
+    "-H localhost:2",
+    "--hosts localhost:2",
+    "-hostfile hosts",
+    "--hostfile hosts",
+    "--host-discovery-script d.sh",
+    "--gloo",
+    "--mpi",
+    "--jsrun",
+    "-cb",
+    "--check-build",
+    "--list-plugins",
+    "--config-file c.yaml",
 ]
 
 
@@ -68,13 +114,46 @@ def test_command_keeps_its_own_flags() -> None:
 
 def test_tunables_map_to_horovod_variables() -> None:
     env = job(
-        "-np", "1", "--fusion-threshold-mb", "32", "--cycle-time-ms", "2.5", "--cache-capacity", "512",
-        "--hierarchical-allreduce", "--no-hierarchical-allgather", "--autotune", "--autotune-log-file", "a.csv",
-        "--autotune-warmup-samples", "3", "--autotune-steps-per-sample", "7", "--autotune-bayes-opt-max-samples", "9",
-        "--autotune-gaussian-process-noise", "0.5", "--timeline-filename", "t.json", "--timeline-mark-cycles",
-        "--no-stall-check", "--stall-check-warning-time-seconds", "61", "--stall-check-shutdown-time-seconds", "120",
-        "--mpi-threads-disable", "--tcp", "--num-nccl-streams", "2", "--thread-affinity", "1",
-        "--gloo-timeout-seconds", "45", "--log-level", "debug", "--log-without-timestamp",
+        "-np",
+        "1",
+        "--fusion-threshold-mb",
+        "32",
+        "--cycle-time-ms",
+        "2.5",
+        "--cache-capacity",
+        "512",
+        "--hierarchical-allreduce",
+        "--no-hierarchical-allgather",
+        "--autotune",
+        "--autotune-log-file",
+        "a.csv",
+        "--autotune-warmup-samples",
+        "3",
+        "--autotune-steps-per-sample",
+        "7",
+        "--autotune-bayes-opt-max-samples",
+        "9",
+        "--autotune-gaussian-process-noise",
+        "0.5",
+        "--timeline-filename",
+        "t.json",
+        "--timeline-mark-cycles",
+        "--no-stall-check",
+        "--stall-check-warning-time-seconds",
+        "61",
+        "--stall-check-shutdown-time-seconds",
+        "120",
+        "--mpi-threads-disable",
+        "--tcp",
+        "--num-nccl-streams",
+        "2",
+        "--thread-affinity",
+        "1",
+        "--gloo-timeout-seconds",
+        "45",
+        "--log-level",
+        "debug",
+        "--log-without-timestamp",
     ).env
     assert env == {
         "HOROVOD_FUSION_THRESHOLD": str(32 * 1024 * 1024),
@@ -109,7 +188,7 @@ def test_flags_not_given_export_nothing() -> None:
 
 
 def test_every_tunable_has_a_flag() -> None:
-    dests = {action.dest for action in cli.build_parser()._actions}  # noqa: SLF001
+    dests = {action.dest for action in cli.build_parser()._actions}
     assert {t.dest for t in env_mapping.TUNABLES} <= dests
 
 
@@ -203,8 +282,16 @@ def test_command_line_wins_over_config_file(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
     path.write_text(HOROVOD_CONFIG)
     env = job(
-        "-np", "1", "--fusion-threshold-mb", "8", "--config-file", str(path), "--no-hierarchical-allreduce",
-        "--no-stall-check", "--log-level", "ERROR",
+        "-np",
+        "1",
+        "--fusion-threshold-mb",
+        "8",
+        "--config-file",
+        str(path),
+        "--no-hierarchical-allreduce",
+        "--no-stall-check",
+        "--log-level",
+        "ERROR",
     ).env
     assert env["HOROVOD_FUSION_THRESHOLD"] == str(8 * 1024 * 1024)
     assert env["HOROVOD_HIERARCHICAL_ALLREDUCE"] == "0"

@@ -10,6 +10,7 @@ import re
 import textwrap
 
 import pytest
+
 from conftest import assert_all_gone, horovodrun, python_ranks, reported_pids
 
 pytestmark = pytest.mark.timeout(240)
@@ -197,4 +198,6 @@ def test_a_rank_stopped_for_a_moment_is_not_blamed_later(job_env: dict[str, str]
     for error in errors.values():
         assert "the launcher reports: rank 2 (on localhost): its process (pid" in error, error
         assert "is stopped" not in error, error
-    assert re.search(r"job failed: rank 2 \(pid \d+\) was killed by signal SIGKILL$", result.stderr, re.M), result.stderr
+    assert re.search(r"job failed: rank 2 \(pid \d+\) was killed by signal SIGKILL$", result.stderr, re.M), (
+        result.stderr
+    )

@@ -12,10 +12,11 @@ import signal
 import subprocess
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
+
 from conftest import LineReader, assert_all_gone, horovodrun, horovodrun_argv, python_ranks, reported_pids
 
 pytestmark = pytest.mark.timeout(180)
@@ -103,7 +104,9 @@ def test_output_is_prefixed_with_the_rank(job_env: dict[str, str]) -> None:
 def test_prefix_output_with_timestamp(job_env: dict[str, str]) -> None:
     result = horovodrun("-np", "1", "--prefix-output-with-timestamp", *python_ranks("print('stamped')"), env=job_env)
     assert result.returncode == 0, result.stderr
-    assert re.search(r"^\w{3} \w{3} \d{2} \d{2}:\d{2}:\d{2} \d{4}\[0\]<stdout>:stamped$", result.stdout, re.M), result.stdout
+    assert re.search(r"^\w{3} \w{3} \d{2} \d{2}:\d{2}:\d{2} \d{4}\[0\]<stdout>:stamped$", result.stdout, re.M), (
+        result.stdout
+    )
 
 
 def test_output_filename_writes_each_rank_unprefixed(tmp_path: Path, job_env: dict[str, str]) -> None:
@@ -121,12 +124,28 @@ def test_output_filename_writes_each_rank_unprefixed(tmp_path: Path, job_env: di
 def test_tunables_and_config_file_reach_the_ranks(tmp_path: Path, job_env: dict[str, str]) -> None:
     config = tmp_path / "hvd.yaml"
     config.write_text("params:\n  cache_capacity: 77\n  fusion_threshold_mb: 64\nlogging:\n  level: error\n")
-    names = ["HOROVOD_FUSION_THRESHOLD", "HOROVOD_CACHE_CAPACITY", "HOROVOD_LOG_LEVEL", "HOROVOD_CYCLE_TIME", "HOROVOD_TIMELINE"]
+    names = [
+        "HOROVOD_FUSION_THRESHOLD",
+        "HOROVOD_CACHE_CAPACITY",
+        "HOROVOD_LOG_LEVEL",
+        "HOROVOD_CYCLE_TIME",
+        "HOROVOD_TIMELINE",
+    ]
     code = f"import os; print('env', *[os.environ.get(n, '-') for n in {names!r}])"
     timeline = tmp_path / "timeline.json"
     result = horovodrun(
-        "-np", "2", "--config-file", str(config), "--fusion-threshold-mb", "2", "--cycle-time-ms", "3",
-        "--timeline-filename", str(timeline), *python_ranks(code), env=job_env,
+        "-np",
+        "2",
+        "--config-file",
+        str(config),
+        "--fusion-threshold-mb",
+        "2",
+        "--cycle-time-ms",
+        "3",
+        "--timeline-filename",
+        str(timeline),
+        *python_ranks(code),
+        env=job_env,
     )
     assert result.returncode == 0, result.stderr
     for r in range(2):
@@ -173,7 +192,9 @@ WAITER = textwrap.dedent(
 )
 
 
-def run_failing_job(job_env: dict[str, str], np_: int, before_init: str = "", after_init: str = "") -> tuple[subprocess.CompletedProcess[str], list[int]]:
+def run_failing_job(
+    job_env: dict[str, str], np_: int, before_init: str = "", after_init: str = ""
+) -> tuple[subprocess.CompletedProcess[str], list[int]]:
     code = WAITER.format(before_init=before_init or "pass", after_init=after_init or "pass")
     started = time.monotonic()
     result = horovodrun("-np", str(np_), *python_ranks(code), env=job_env, timeout=90)
@@ -186,9 +207,7 @@ def run_failing_job(job_env: dict[str, str], np_: int, before_init: str = "", af
 
 
 def test_rank_exit_code_is_the_jobs(job_env: dict[str, str]) -> None:
-    result, pids = run_failing_job(
-        job_env, 3, before_init="if rank == 1: time.sleep(0.5); sys.exit(3)"
-    )
+    result, pids = run_failing_job(job_env, 3, before_init="if rank == 1: time.sleep(0.5); sys.exit(3)")
     assert result.returncode == 3, result.stderr
     assert "rank 1 exited with code 3" in result.stderr
     assert "job failed: rank 1" in result.stderr
@@ -196,9 +215,7 @@ def test_rank_exit_code_is_the_jobs(job_env: dict[str, str]) -> None:
 
 
 def test_rank_raising_fails_the_job(job_env: dict[str, str]) -> None:
-    result, pids = run_failing_job(
-        job_env, 2, after_init="if rank == 1: raise RuntimeError('boom on rank 1')"
-    )
+    result, pids = run_failing_job(job_env, 2, after_init="if rank == 1: raise RuntimeError('boom on rank 1')")
     assert result.returncode != 0
     assert "[1]<stderr>:RuntimeError: boom on rank 1" in result.stderr
     assert re.search(
@@ -225,8 +242,13 @@ def test_the_rank_that_failed_first_is_named_even_if_another_exits_first(job_env
     result = horovodrun("-np", "2", *python_ranks(code), env=job_env, timeout=90)
     # With a store-based backend rank 0 may die of SIGABRT at exit instead (hvd-core does not shut
     # its engine down at exit, and the engine thread can be inside a store call during finalization).
-    assert re.search(r"rank 0 (exited with code 5|was killed by signal \w+); stopping the other 1 rank\(s\)", result.stderr)
-    assert re.search(r"job failed: rank 1 \(pid \d+\) .*\(uncaught KeyError: 'the real cause'\); it began to fail first", result.stderr), result.stderr
+    assert re.search(
+        r"rank 0 (exited with code 5|was killed by signal \w+); stopping the other 1 rank\(s\)", result.stderr
+    )
+    assert re.search(
+        r"job failed: rank 1 \(pid \d+\) .*\(uncaught KeyError: 'the real cause'\); it began to fail first",
+        result.stderr,
+    ), result.stderr
     assert result.returncode not in (0, 5)
 
 
@@ -259,16 +281,19 @@ def test_interrupting_the_launcher_stops_every_rank(signum: int, job_env: dict[s
     code = WAITER.format(
         before_init="pass", after_init="if rank == 0: signal.signal(signal.SIGTERM, signal.SIG_IGN)"
     ).replace('hvd.allreduce(np.ones(3), name="blocked")', 'print("ready", flush=True)')
-    with subprocess.Popen(
-        horovodrun_argv("-np", "3", *python_ranks(code)),
-        env=job_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,  # a signal for the launcher only, as a terminal's Ctrl-C would be
-        preexec_fn=_as_a_foreground_job,
-    ) as proc, _killed_at_exit(proc):
+    with (
+        subprocess.Popen(
+            horovodrun_argv("-np", "3", *python_ranks(code)),
+            env=job_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,  # a signal for the launcher only, as a terminal's Ctrl-C would be
+            preexec_fn=_as_a_foreground_job,
+        ) as proc,
+        _killed_at_exit(proc),
+    ):
         out = LineReader(proc.stdout)  # type: ignore[arg-type]
         err = LineReader(proc.stderr)  # type: ignore[arg-type]
         lines = out.wait_for(lambda ls: sum(">:ready" in line for line in ls) == 3)
@@ -321,15 +346,18 @@ def test_secret_is_not_on_command_lines_nor_in_verbose_output(tmp_path: Path, jo
         hvd.shutdown()
         """
     )
-    with subprocess.Popen(
-        horovodrun_argv("-np", "2", "--verbose", *python_ranks(code)),
-        env=job_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-    ) as proc, _killed_at_exit(proc):
+    with (
+        subprocess.Popen(
+            horovodrun_argv("-np", "2", "--verbose", *python_ranks(code)),
+            env=job_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        ) as proc,
+        _killed_at_exit(proc),
+    ):
         out = LineReader(proc.stdout)  # type: ignore[arg-type]
         err = LineReader(proc.stderr)  # type: ignore[arg-type]
         pids = reported_pids(out.wait_for(lambda ls: len(reported_pids(ls)) == 2))

@@ -8,6 +8,7 @@ import re
 import textwrap
 
 import pytest
+
 from conftest import horovodrun, python_ranks
 
 pytestmark = pytest.mark.timeout(240)

@@ -21,7 +21,11 @@ COMMAND = ["python", "train.py", "--lr", "0.1"]
 
 def build(flavour: str, **overrides: object) -> list[str]:
     fields: dict = dict(
-        flavour=flavour, launcher="/venv/bin/mpirun", np=2, hosts=[Host("localhost", 2)], command=COMMAND,
+        flavour=flavour,
+        launcher="/venv/bin/mpirun",
+        np=2,
+        hosts=[Host("localhost", 2)],
+        command=COMMAND,
     )
     fields.update(overrides)
     return mpi_command.build(MpiJob(**fields))
@@ -37,9 +41,20 @@ def pairs(argv: list[str]) -> list[tuple[str, str]]:
 def test_openmpi_basic_command() -> None:
     argv = build(OPENMPI, export=["HOROVOD_CONTROLLER", "PATH"])
     assert argv == [
-        "/venv/bin/mpirun", "--tag-output", "-np", "2", "-H", "localhost:2",
-        "--bind-to", "none", "--map-by", "slot",
-        "-x", "HOROVOD_CONTROLLER", "-x", "PATH",
+        "/venv/bin/mpirun",
+        "--tag-output",
+        "-np",
+        "2",
+        "-H",
+        "localhost:2",
+        "--bind-to",
+        "none",
+        "--map-by",
+        "slot",
+        "-x",
+        "HOROVOD_CONTROLLER",
+        "-x",
+        "PATH",
         *COMMAND,
     ]
 
@@ -47,9 +62,16 @@ def test_openmpi_basic_command() -> None:
 def test_mpich_basic_command() -> None:
     argv = build(MPICH, export=["HOROVOD_CONTROLLER", "PATH"])
     assert argv == [
-        "/venv/bin/mpirun", "-prepend-rank", "-np", "2", "-hosts", "localhost:2",
-        "-bind-to", "none",
-        "-genvlist", "HOROVOD_CONTROLLER,PATH",
+        "/venv/bin/mpirun",
+        "-prepend-rank",
+        "-np",
+        "2",
+        "-hosts",
+        "localhost:2",
+        "-bind-to",
+        "none",
+        "-genvlist",
+        "HOROVOD_CONTROLLER,PATH",
         *COMMAND,
     ]
 
@@ -74,11 +96,11 @@ def test_hosts_in_each_mpis_syntax(flavour: str, flag: str) -> None:
 def test_mpi_args_are_appended_verbatim_before_the_command(flavour: str) -> None:
     argv = build(flavour, mpi_args="--mca btl_tcp_if_exclude 'lo,docker0' -x EXTRA=\"a b\"")
     tail = ["--mca", "btl_tcp_if_exclude", "lo,docker0", "-x", "EXTRA=a b", *COMMAND]
-    assert argv[-len(tail):] == tail
+    assert argv[-len(tail) :] == tail
 
 
 def test_unbalanced_quotes_in_mpi_args_are_a_usage_error() -> None:
-    with pytest.raises(UsageError, match="--mpi-args \"-x 'A\": No closing quotation"):
+    with pytest.raises(UsageError, match='--mpi-args "-x \'A": No closing quotation'):
         build(OPENMPI, mpi_args="-x 'A")
 
 
@@ -95,7 +117,7 @@ def test_no_default_binding_when_mpi_args_set_one(flavour: str, mpi_args: str) -
     """Two conflicting binding options would make mpirun refuse the job."""
     argv = build(flavour, mpi_args=mpi_args)
     assert "none" not in argv and "slot" not in argv
-    assert argv[-len(COMMAND) - len(shlex.split(mpi_args)):-len(COMMAND)] == shlex.split(mpi_args)
+    assert argv[-len(COMMAND) - len(shlex.split(mpi_args)) : -len(COMMAND)] == shlex.split(mpi_args)
 
 
 def test_open_mpi_ssh_port_and_key_for_remote_hosts() -> None:
@@ -131,8 +153,13 @@ def test_no_command_is_an_error() -> None:
 
 def test_environment_drops_horovodrun_per_job_variables_and_adds_the_jobs() -> None:
     base = {
-        "PATH": "/bin", "HOROVOD_RANK": "3", "HOROVOD_SIZE": "4", "HOROVOD_RENDEZVOUS_ADDR": "10.0.0.1",
-        "HOROVOD_RENDEZVOUS_SECRET": "abc", "HOROVOD_JOB_KEY": "hvd-1", "HOROVOD_LOG_LEVEL": "INFO",
+        "PATH": "/bin",
+        "HOROVOD_RANK": "3",
+        "HOROVOD_SIZE": "4",
+        "HOROVOD_RENDEZVOUS_ADDR": "10.0.0.1",
+        "HOROVOD_RENDEZVOUS_SECRET": "abc",
+        "HOROVOD_JOB_KEY": "hvd-1",
+        "HOROVOD_LOG_LEVEL": "INFO",
     }
     env = mpi_env.environment(base, {"HOROVOD_CONTROLLER": "mpi"})
     assert env == {"PATH": "/bin", "HOROVOD_LOG_LEVEL": "INFO", "HOROVOD_CONTROLLER": "mpi"}
@@ -140,10 +167,23 @@ def test_environment_drops_horovodrun_per_job_variables_and_adds_the_jobs() -> N
 
 def test_exported_names() -> None:
     env = {
-        "PATH": "/bin", "PYTHONPATH": "/src", "LD_LIBRARY_PATH": "/lib", "MY_SETTING": "1", "HOROVOD_CYCLE_TIME": "2",
-        "PWD": "/x", "OLDPWD": "/y", "HOSTNAME": "h", "SHLVL": "1", "_": "/usr/bin/env",
-        "BASH_FUNC_f%%": "() { :; }", "OMPI_COMM_WORLD_RANK": "0", "OMPI_MCA_btl": "tcp", "PMIX_RANK": "0",
-        "PMI_RANK": "0", "HYDRA_CONTROL_FD": "5", "PRTE_MCA_x": "1",
+        "PATH": "/bin",
+        "PYTHONPATH": "/src",
+        "LD_LIBRARY_PATH": "/lib",
+        "MY_SETTING": "1",
+        "HOROVOD_CYCLE_TIME": "2",
+        "PWD": "/x",
+        "OLDPWD": "/y",
+        "HOSTNAME": "h",
+        "SHLVL": "1",
+        "_": "/usr/bin/env",
+        "BASH_FUNC_f%%": "() { :; }",
+        "OMPI_COMM_WORLD_RANK": "0",
+        "OMPI_MCA_btl": "tcp",
+        "PMIX_RANK": "0",
+        "PMI_RANK": "0",
+        "HYDRA_CONTROL_FD": "5",
+        "PRTE_MCA_x": "1",
     }
     assert mpi_env.exported_names(env) == ["HOROVOD_CYCLE_TIME", "LD_LIBRARY_PATH", "MY_SETTING", "PATH", "PYTHONPATH"]
 
@@ -181,7 +221,9 @@ def test_detect_runs_version_and_names_it(tmp_path: Path) -> None:
 
 def test_detect_refuses_an_unknown_mpi(tmp_path: Path) -> None:
     launcher = fake_launcher(tmp_path, "mpirun", "Acme MPI 9\n")
-    with pytest.raises(UsageError, match=r"neither Open MPI nor MPICH \(its --version says: 'Acme MPI 9'\).*pip install mpich"):
+    with pytest.raises(
+        UsageError, match=r"neither Open MPI nor MPICH \(its --version says: 'Acme MPI 9'\).*pip install mpich"
+    ):
         mpi_impl.detect(str(launcher), os.environ)
 
 
@@ -222,7 +264,7 @@ def test_launcher_beside_this_python_comes_first(tmp_path: Path, monkeypatch: py
             "job failed: rank 1 was killed by signal 11 (Segmentation fault); mpirun exited with code 3",
         ),
         (
-            "[0] ok\n[1] Traceback (most recent call last):\n[1]   File \"<string>\", line 1\n[1] ValueError: bad lr\n",
+            '[0] ok\n[1] Traceback (most recent call last):\n[1]   File "<string>", line 1\n[1] ValueError: bad lr\n',
             "job failed: rank 1 raised ValueError: bad lr; mpirun exited with code 3",
         ),
         (
@@ -230,19 +272,19 @@ def test_launcher_beside_this_python_comes_first(tmp_path: Path, monkeypatch: py
             "job failed: rank 0 raised KeyError: 'a'; mpirun exited with code 3",
         ),
         (  # a peer's consequence comes first: the cause is the rank that raised something else
-            "[0] Traceback (most recent call last):\n[0]   File \"x\"\n"
+            '[0] Traceback (most recent call last):\n[0]   File "x"\n'
             "[0] horovod.common.exceptions.HorovodInternalError: Horovod has stopped: rank 2 shut Horovod down\n"
-            "[2] Traceback (most recent call last):\n[2]   File \"y\"\n[2] RuntimeError: boom\n",
+            '[2] Traceback (most recent call last):\n[2]   File "y"\n[2] RuntimeError: boom\n',
             "job failed: rank 2 raised RuntimeError: boom; mpirun exited with code 3",
         ),
         (  # chained exceptions: the last one is what the rank died of
             "[1] Traceback (most recent call last):\n[1]   File \"x\"\n[1] KeyError: 'a'\n[1] \n"
             "[1] During handling of the above exception, another exception occurred:\n[1] \n"
-            "[1] Traceback (most recent call last):\n[1]   File \"y\"\n[1] ValueError: b\n",
+            '[1] Traceback (most recent call last):\n[1]   File "y"\n[1] ValueError: b\n',
             "job failed: rank 1 raised ValueError: b; mpirun exited with code 3",
         ),
         (  # only consequences (the culprit called sys.exit): the one they name
-            "[0] Traceback (most recent call last):\n[0]   File \"x\"\n"
+            '[0] Traceback (most recent call last):\n[0]   File "x"\n'
             "[0] horovod.common.exceptions.HorovodInternalError: Horovod has stopped: rank 1 shut Horovod down\n",
             "job failed: rank 1 (named by rank 0's error: horovod.common.exceptions.HorovodInternalError: "
             "Horovod has stopped: rank 1 shut Horovod down); mpirun exited with code 3",

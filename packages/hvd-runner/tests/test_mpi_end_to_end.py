@@ -12,6 +12,7 @@ import re
 import textwrap
 
 import pytest
+
 from conftest import horovodrun, python_ranks
 
 pytestmark = pytest.mark.timeout(240)
@@ -117,4 +118,7 @@ def test_an_exception_names_its_rank(env: dict[str, str]) -> None:
     )
     result = horovodrun("--mpi", "-np", "3", *python_ranks(code), env=env)
     assert result.returncode == 1, result
-    assert "horovodrun: job failed: rank 2 raised ValueError: bad batch on rank two; mpirun exited with code 1" in result.stderr
+    assert (
+        "horovodrun: job failed: rank 2 raised ValueError: bad batch on rank two; mpirun exited with code 1"
+        in result.stderr
+    )

@@ -15,8 +15,8 @@ import sys
 import textwrap
 
 import pytest
-from conftest import JOB_TIMEOUT_S, LineReader, assert_all_gone, python_ranks, reported_pids
 
+from conftest import JOB_TIMEOUT_S, LineReader, assert_all_gone, python_ranks, reported_pids
 from horovod.runner import mpi_impl
 
 pytestmark = pytest.mark.timeout(180)
@@ -81,7 +81,9 @@ WHO = textwrap.dedent(
 def test_ranks_get_rank_size_and_variables_from_mpirun(np_: int, mpi_env: dict[str, str]) -> None:
     mpi_env["HVD_TEST_MARK"] = "marked"
     mpi_env["HOROVOD_RANK"] = "7"  # stale, from an enclosing job: must not reach the ranks
-    result = horovodrun("--mpi", "-np", str(np_), "--mpi-args=-genv HVD_TEST_ARGS 'from mpi-args'", *python_ranks(WHO), env=mpi_env)
+    result = horovodrun(
+        "--mpi", "-np", str(np_), "--mpi-args=-genv HVD_TEST_ARGS 'from mpi-args'", *python_ranks(WHO), env=mpi_env
+    )
     assert result.returncode == 0, result.stderr
     lines = tagged(result.stdout)
     assert sorted(lines) == list(range(np_)), result.stdout
@@ -101,7 +103,10 @@ def test_a_rank_that_raises_is_named(mpi_env: dict[str, str]) -> None:
     result = horovodrun("--mpi", "-np", "3", *python_ranks(code), env=mpi_env)
     assert result.returncode == 1, result
     assert "[1] AssertionError: rank one fails" in result.stderr
-    assert "horovodrun: job failed: rank 1 raised AssertionError: rank one fails; mpirun exited with code 1" in result.stderr
+    assert (
+        "horovodrun: job failed: rank 1 raised AssertionError: rank one fails; mpirun exited with code 1"
+        in result.stderr
+    )
 
 
 def test_verbose_prints_the_mpirun_command_and_no_secret(mpi_env: dict[str, str], mpich: mpi_impl.MpiImpl) -> None:
@@ -109,7 +114,9 @@ def test_verbose_prints_the_mpirun_command_and_no_secret(mpi_env: dict[str, str]
     result = horovodrun("--mpi", "-np", "2", "--verbose", "--cycle-time-ms", "2", *python_ranks("pass"), env=mpi_env)
     assert result.returncode == 0, result.stderr
     command = next(line for line in result.stderr.splitlines() if line.startswith("horovodrun: command: "))
-    assert command.startswith(f"horovodrun: command: {mpich.path} -prepend-rank -np 2 -hosts localhost:2 -bind-to none -genvlist ")
+    assert command.startswith(
+        f"horovodrun: command: {mpich.path} -prepend-rank -np 2 -hosts localhost:2 -bind-to none -genvlist "
+    )
     assert "HVD_TEST_TOKEN" in command and "HOROVOD_CYCLE_TIME" in command
     assert "horovodrun:   HOROVOD_CYCLE_TIME=2.0" in result.stderr.splitlines()
     assert "s3cret-value-1234" not in result.stderr + result.stdout
@@ -126,7 +133,11 @@ def test_a_signal_stops_every_rank(signum: int, mpi_env: dict[str, str]) -> None
     code = "import os, time; print('pid', os.getpid(), flush=True); time.sleep(120)"
     with subprocess.Popen(
         horovodrun_argv("--mpi", "-np", "2", *python_ranks(code)),
-        env=mpi_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+        env=mpi_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
     ) as proc:
         out = LineReader(proc.stdout)  # type: ignore[arg-type]
         try:

@@ -82,7 +82,9 @@ def test_controller_and_cpu_operations_that_disagree_are_refused() -> None:
     with pytest.raises(UsageError, match="HOROVOD_CONTROLLER=gloo and HOROVOD_CPU_OPERATIONS=mpi disagree"):
         controller.choose(parse("-np", "2"), {"HOROVOD_CONTROLLER": "gloo", "HOROVOD_CPU_OPERATIONS": "mpi"})
     # A flag settles it.
-    assert controller.choose(parse("-np", "2", "--mpi"), {"HOROVOD_CONTROLLER": "gloo", "HOROVOD_CPU_OPERATIONS": "mpi"}).mpi
+    assert controller.choose(
+        parse("-np", "2", "--mpi"), {"HOROVOD_CONTROLLER": "gloo", "HOROVOD_CPU_OPERATIONS": "mpi"}
+    ).mpi
 
 
 @pytest.mark.parametrize("flag", ["--mpi-args=-x A", "--binding-args=--bind-to core"])
@@ -115,7 +117,11 @@ def no_venv_launcher(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_missing_mpi_runtime_and_backend_are_both_named(
     tmp_path: Path, no_venv_launcher: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(mpi_run, "_check_backend", lambda: "horovod backend 'mpi' is not available. Install it with: pip install hvd-backend-mpi")
+    monkeypatch.setattr(
+        mpi_run,
+        "_check_backend",
+        lambda: "horovod backend 'mpi' is not available. Install it with: pip install hvd-backend-mpi",
+    )
     with pytest.raises(UsageError) as error:
         mpi_run.find_mpi({"PATH": str(tmp_path / "empty")})
     message = str(error.value)
@@ -145,12 +151,16 @@ def test_missing_runtime_alone(tmp_path: Path, no_venv_launcher: None, monkeypat
     assert "hvd-backend-mpi" not in str(error.value)
 
 
-def test_horovodrun_mpi_without_what_it_needs_exits_2(tmp_path: Path, no_venv_launcher: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_horovodrun_mpi_without_what_it_needs_exits_2(
+    tmp_path: Path, no_venv_launcher: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from horovod.runner import launch
 
     monkeypatch.setenv("PATH", str(tmp_path))
     assert launch.main(["--mpi", "-np", "2", "true"]) == 2
-    assert "horovodrun: error: --mpi needs an MPI runtime and the MPI backend: no MPI launcher" in capsys.readouterr().err
+    assert (
+        "horovodrun: error: --mpi needs an MPI runtime and the MPI backend: no MPI launcher" in capsys.readouterr().err
+    )
 
 
 def test_horovodrun_mpi_without_a_command_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
@@ -208,7 +218,12 @@ def test_bad_input(argv: list[str], message: str) -> None:
 
 
 def test_tunables_and_stale_job_variables() -> None:
-    environ = {"PATH": "/bin", "HOROVOD_RANK": "1", "HOROVOD_RENDEZVOUS_SECRET": "old", "HOROVOD_CPU_OPERATIONS": "gloo"}
+    environ = {
+        "PATH": "/bin",
+        "HOROVOD_RANK": "1",
+        "HOROVOD_RENDEZVOUS_SECRET": "old",
+        "HOROVOD_CPU_OPERATIONS": "gloo",
+    }
     job, env, _ = prepare("-np", "2", "--fusion-threshold-mb", "32", "--start-timeout", "9", environ=environ)
     assert env["HOROVOD_FUSION_THRESHOLD"] == str(32 * 1024 * 1024) and env["HOROVOD_START_TIMEOUT"] == "9"
     assert env["HOROVOD_CPU_OPERATIONS"] == "mpi"  # --mpi wins over the environment
@@ -237,7 +252,9 @@ def test_verbose_shows_the_command_and_no_secret_value() -> None:
     from horovod.runner import mpi_command
 
     argv = mpi_command.build(job)
-    lines = mpi_run.verbose_lines(controller.choose(ns, environ), OMPI, mpi_run.job_environment(ns, OMPI, environ), argv)
+    lines = mpi_run.verbose_lines(
+        controller.choose(ns, environ), OMPI, mpi_run.job_environment(ns, OMPI, environ), argv
+    )
     text = "\n".join(lines)
     assert "controller: mpi (from --mpi)" in text and "MPI: Open MPI 5.0.11 (/venv/bin/mpirun)" in text
     assert "  HOROVOD_CONTROLLER=mpi" in lines

@@ -8,11 +8,11 @@ import textwrap
 import threading
 import time
 import urllib.parse
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
-from conftest import horovodrun, python_ranks
 
+from conftest import horovodrun, python_ranks
 from horovod.common.plugin_api import RendezvousStore
 from horovod.runner.rendezvous import auth
 from horovod.runner.rendezvous.client import RendezvousClient, RendezvousError
@@ -34,7 +34,9 @@ def client(server: RendezvousServer) -> Iterator[RendezvousClient]:
     c.close()
 
 
-def raw(server: RendezvousServer, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None) -> tuple[int, bytes, http.client.HTTPResponse]:
+def raw(
+    server: RendezvousServer, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None
+) -> tuple[int, bytes, http.client.HTTPResponse]:
     conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
     try:
         conn.request(method, path, body=body, headers=headers or {})
@@ -115,7 +117,7 @@ def test_many_threads_share_one_client(client: RendezvousClient) -> None:
         try:
             client.set(f"t{i}", str(i).encode())
             assert client.get(f"t{(i + 1) % 8}", timeout=30) == str((i + 1) % 8).encode()
-        except BaseException as error:  # noqa: BLE001
+        except BaseException as error:
             errors.append(error)
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
@@ -128,7 +130,7 @@ def test_many_threads_share_one_client(client: RendezvousClient) -> None:
 
 def test_client_reconnects_after_the_server_dropped_its_connection(client: RendezvousClient) -> None:
     client.set("a", b"1")
-    conn = client._connections[threading.get_ident()]  # noqa: SLF001
+    conn = client._connections[threading.get_ident()]
     conn.sock.shutdown(socket.SHUT_RDWR)  # as if the server had closed the kept-alive connection
     client.set("b", b"2")
     assert client.get("b", timeout=0) == b"2"

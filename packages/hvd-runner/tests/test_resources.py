@@ -10,6 +10,7 @@ import re
 import textwrap
 
 import pytest
+
 from conftest import horovodrun, python_ranks
 
 pytestmark = pytest.mark.timeout(420)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -18,8 +19,16 @@ from horovod.common.testing import run_cluster
 from horovod.common.testing.cases import expect_error  # noqa: F401  (shared with hvd-core's suite)
 
 ALL_DTYPES = (
-    torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
-    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.bool,
 )
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 TIMEOUT = 120.0
@@ -78,12 +87,14 @@ def reference(op: int, inputs: list[torch.Tensor], prescale: float = 1.0, postsc
 def assert_close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype, what: str) -> None:
     assert isinstance(actual, torch.Tensor), f"{what}: got {type(actual).__name__}"
     assert actual.dtype == dtype, f"{what}: dtype {actual.dtype}, expected {dtype}"
-    assert tuple(actual.shape) == tuple(expected.shape), f"{what}: shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+    assert tuple(actual.shape) == tuple(expected.shape), (
+        f"{what}: shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+    )
     tolerance = {torch.float16: 1e-2, torch.bfloat16: 2e-2, torch.float32: 1e-5}.get(dtype, 1e-9)
     a, e = actual.to(torch.float64), expected.to(torch.float64)
-    assert torch.allclose(a, e, rtol=tolerance, atol=tolerance), f"{what}: got {a.flatten()[:8]}, expected {e.flatten()[:8]}"
-
-
+    assert torch.allclose(a, e, rtol=tolerance, atol=tolerance), (
+        f"{what}: got {a.flatten()[:8]}, expected {e.flatten()[:8]}"
+    )
 
 
 def seeded(shape: tuple[int, ...], seed: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:

@@ -38,5 +38,7 @@ digest = hashlib.sha256()
 for name, tensor in sorted(model.state_dict().items()):
     digest.update(name.encode())
     digest.update(tensor.detach().contiguous().numpy().tobytes())
-print(f"weights rank {rank}/{size} mpi {hvd.mpi_enabled()} loss {loss.item():.6f} sha256 {digest.hexdigest()}", flush=True)
+print(
+    f"weights rank {rank}/{size} mpi {hvd.mpi_enabled()} loss {loss.item():.6f} sha256 {digest.hexdigest()}", flush=True
+)
 hvd.shutdown()

@@ -12,17 +12,75 @@ import torch
 import horovod.torch as hvd
 from hvdtorch_testutil import cluster
 
-HOROVOD_TORCH_API = """
-init shutdown is_initialized size rank local_size local_rank cross_size cross_rank is_homogeneous
-mpi_threads_supported mpi_built mpi_enabled gloo_built gloo_enabled nccl_built cuda_built rocm_built ddl_built
-ccl_built start_timeline stop_timeline Average Sum Adasum Min Max Product ProcessSet global_process_set
-add_process_set remove_process_set HorovodInternalError allreduce allreduce_ allreduce_async allreduce_async_
-grouped_allreduce grouped_allreduce_ grouped_allreduce_async grouped_allreduce_async_ sparse_allreduce_async
-allgather allgather_async grouped_allgather grouped_allgather_async broadcast broadcast_ broadcast_async
-broadcast_async_ alltoall alltoall_async reducescatter reducescatter_async grouped_reducescatter
-grouped_reducescatter_async poll synchronize join barrier Compression DistributedOptimizer broadcast_parameters
-broadcast_optimizer_state broadcast_object allgather_object SyncBatchNorm
-""".split()
+HOROVOD_TORCH_API = [
+    "init",
+    "shutdown",
+    "is_initialized",
+    "size",
+    "rank",
+    "local_size",
+    "local_rank",
+    "cross_size",
+    "cross_rank",
+    "is_homogeneous",
+    "mpi_threads_supported",
+    "mpi_built",
+    "mpi_enabled",
+    "gloo_built",
+    "gloo_enabled",
+    "nccl_built",
+    "cuda_built",
+    "rocm_built",
+    "ddl_built",
+    "ccl_built",
+    "start_timeline",
+    "stop_timeline",
+    "Average",
+    "Sum",
+    "Adasum",
+    "Min",
+    "Max",
+    "Product",
+    "ProcessSet",
+    "global_process_set",
+    "add_process_set",
+    "remove_process_set",
+    "HorovodInternalError",
+    "allreduce",
+    "allreduce_",
+    "allreduce_async",
+    "allreduce_async_",
+    "grouped_allreduce",
+    "grouped_allreduce_",
+    "grouped_allreduce_async",
+    "grouped_allreduce_async_",
+    "sparse_allreduce_async",
+    "allgather",
+    "allgather_async",
+    "grouped_allgather",
+    "grouped_allgather_async",
+    "broadcast",
+    "broadcast_",
+    "broadcast_async",
+    "broadcast_async_",
+    "alltoall",
+    "alltoall_async",
+    "reducescatter",
+    "reducescatter_async",
+    "grouped_reducescatter",
+    "grouped_reducescatter_async",
+    "poll",
+    "synchronize",
+    "join",
+    "barrier",
+    "Compression",
+    "DistributedOptimizer",
+    "broadcast_parameters",
+    "broadcast_optimizer_state",
+    "broadcast_object",
+    "allgather_object",
+    "SyncBatchNorm",
+]
 
 
 def test_every_horovod_name_is_there() -> None:
@@ -79,12 +137,28 @@ def case_job(timeline: str) -> dict:
     hvd.allreduce(torch.ones(2), name="timeline.tensor")
     hvd.stop_timeline()
     return {
-        "rank": hvd.rank(), "size": hvd.size(), "local_rank": hvd.local_rank(), "local_size": hvd.local_size(),
-        "cross_rank": hvd.cross_rank(), "cross_size": hvd.cross_size(), "homogeneous": hvd.is_homogeneous(),
-        "initialized": hvd.is_initialized(), "mpi_threads": hvd.mpi_threads_supported(),
+        "rank": hvd.rank(),
+        "size": hvd.size(),
+        "local_rank": hvd.local_rank(),
+        "local_size": hvd.local_size(),
+        "cross_rank": hvd.cross_rank(),
+        "cross_size": hvd.cross_size(),
+        "homogeneous": hvd.is_homogeneous(),
+        "initialized": hvd.is_initialized(),
+        "mpi_threads": hvd.mpi_threads_supported(),
         "enabled": (hvd.mpi_enabled(), hvd.gloo_enabled()),
-        "built": [f() for f in (hvd.mpi_built, hvd.gloo_built, hvd.nccl_built, hvd.cuda_built, hvd.rocm_built,
-                                hvd.ddl_built, hvd.ccl_built)],
+        "built": [
+            f()
+            for f in (
+                hvd.mpi_built,
+                hvd.gloo_built,
+                hvd.nccl_built,
+                hvd.cuda_built,
+                hvd.rocm_built,
+                hvd.ddl_built,
+                hvd.ccl_built,
+            )
+        ],
     }
 
 

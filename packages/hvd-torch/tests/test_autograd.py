@@ -9,7 +9,7 @@ over ranks, so their reference is the true gradient divided by the number of ran
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -20,7 +20,9 @@ from hvdtorch_testutil import cluster, seeded
 NP = [2, 3]
 
 
-def true_gradients(n: int, shape_of: Callable[[int], tuple], simulate: Callable, out_shape_of: Callable[[int], tuple]) -> list:
+def true_gradients(
+    n: int, shape_of: Callable[[int], tuple], simulate: Callable, out_shape_of: Callable[[int], tuple]
+) -> list:
     xs = [seeded(shape_of(r), seed=r).requires_grad_() for r in range(n)]
     ys = simulate(xs)
     total = sum((seeded(out_shape_of(j), seed=100 + j) * ys[j]).sum() for j in range(n))
@@ -45,6 +47,7 @@ def case_allreduce_grad() -> None:
     n, rank = hvd.size(), hvd.rank()
     shape = (3, 4)
     for op, pre, post in ((hvd.Sum, 1.0, 1.0), (hvd.Average, 1.0, 1.0), (hvd.Sum, 2.0, 0.25), (hvd.Average, 0.5, 3.0)):
+
         def simulate(xs, op=op, pre=pre, post=post):
             total = sum(pre * x for x in xs) * post
             return [total / n if op == hvd.Average else total] * n
@@ -167,6 +170,7 @@ def case_reducescatter_grad() -> None:
     counts = [rows // n + (1 if r < rows % n else 0) for r in range(n)]
     starts = [sum(counts[:r]) for r in range(n)]
     for op, pre, post in ((hvd.Sum, 1.0, 1.0), (hvd.Average, 1.0, 1.0), (hvd.Average, 2.0, 0.5)):
+
         def simulate(xs, op=op, pre=pre, post=post):
             total = sum(pre * x for x in xs) * post
             total = total / n if op == hvd.Average else total
@@ -178,7 +182,9 @@ def case_reducescatter_grad() -> None:
         expected = true_gradients(n, lambda r: (rows, 2), simulate, lambda j: (counts[j], 2))[rank]
         assert_grad(x.grad, expected, f"reducescatter op={op} pre={pre}")
         xs = [seeded((rows, 2), seed=rank).requires_grad_()]
-        ys = hvd.grouped_reducescatter(xs, op=op, prescale_factor=pre, postscale_factor=post, name=f"grad.grs.{op}.{pre}")
+        ys = hvd.grouped_reducescatter(
+            xs, op=op, prescale_factor=pre, postscale_factor=post, name=f"grad.grs.{op}.{pre}"
+        )
         own_loss_backward(rank, xs[0], ys[0])
         assert_grad(xs[0].grad, expected, f"grouped reducescatter op={op} pre={pre}")
 

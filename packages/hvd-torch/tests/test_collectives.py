@@ -41,8 +41,9 @@ def case_allreduce_every_dtype_and_op() -> None:
         if dtype != torch.bool:
             inputs = [contribution(r, (4,), dtype) for r in range(n)]
             for op in (hvd.Sum, hvd.Average):
-                result = hvd.allreduce(inputs[rank], op=op, prescale_factor=2.0, postscale_factor=0.5,
-                                       name=f"ar.scaled.{dtype}.{op}")
+                result = hvd.allreduce(
+                    inputs[rank], op=op, prescale_factor=2.0, postscale_factor=0.5, name=f"ar.scaled.{dtype}.{op}"
+                )
                 assert_close(result, reference(op, inputs, 2.0, 0.5), dtype, f"scaled allreduce {dtype} op={op}")
     # Default op is Average; scalars and empty tensors are legal.
     assert hvd.allreduce(torch.tensor(float(rank)), name="ar.scalar").item() == pytest.approx((n - 1) / 2)
@@ -116,15 +117,23 @@ def case_grouped() -> None:
     results = hvd.grouped_allreduce(tensors, op=hvd.Sum, name="g.ar")
     assert isinstance(results, list) and len(results) == len(tensors)
     for i, (result, dtype) in enumerate(zip(results, dtypes)):
-        assert_close(result, reference(hvd.Sum, [contribution(r, (i + 2,), dtype) for r in range(n)]), dtype, f"grouped #{i}")
+        assert_close(
+            result, reference(hvd.Sum, [contribution(r, (i + 2,), dtype) for r in range(n)]), dtype, f"grouped #{i}"
+        )
     handle = hvd.grouped_allreduce_async(tensors, op=hvd.Average)
     assert isinstance(handle, int)
     averaged = hvd.synchronize(handle)
-    assert_close(averaged[0], reference(hvd.Average, [contribution(r, (2,), dtypes[0]) for r in range(n)]),
-                 dtypes[0], "grouped async")
+    assert_close(
+        averaged[0],
+        reference(hvd.Average, [contribution(r, (2,), dtypes[0]) for r in range(n)]),
+        dtypes[0],
+        "grouped async",
+    )
     assert hvd.grouped_allreduce([]) == []
 
-    gathered = hvd.grouped_allgather([torch.full((rank + 1, 2), rank, dtype=torch.int32), torch.full((1,), float(rank))])
+    gathered = hvd.grouped_allgather(
+        [torch.full((rank + 1, 2), rank, dtype=torch.int32), torch.full((1,), float(rank))]
+    )
     assert gathered[0].shape == (n * (n + 1) // 2, 2) and gathered[1].tolist() == [float(r) for r in range(n)]
     gathered = hvd.synchronize(hvd.grouped_allgather_async([torch.tensor([rank])]))
     assert gathered[0].tolist() == list(range(n))
@@ -216,15 +225,21 @@ def case_reducescatter() -> None:
         for op in (hvd.Sum, hvd.Average):
             inputs = [contribution(r, (rows, 3), dtype) for r in range(n)]
             expected = reference(op, inputs)[start : start + counts[rank]]
-            assert_close(hvd.reducescatter(inputs[rank], op=op, name=f"rs.{dtype}.{op}"), expected, dtype, f"rs {dtype} {op}")
+            assert_close(
+                hvd.reducescatter(inputs[rank], op=op, name=f"rs.{dtype}.{op}"), expected, dtype, f"rs {dtype} {op}"
+            )
             handle = hvd.reducescatter_async(inputs[rank], name=f"rs.async.{dtype}.{op}", op=op)
             assert_close(hvd.synchronize(handle), expected, dtype, f"reducescatter_async {dtype} op={op}")
     inputs = [contribution(r, (rows, 2), torch.float32) for r in range(n)]
     result = hvd.reducescatter(inputs[rank], op=hvd.Sum, prescale_factor=3.0, postscale_factor=0.5, name="rs.scaled")
     assert_close(result, reference(hvd.Sum, inputs, 3.0, 0.5)[start : start + counts[rank]], torch.float32, "rs scaled")
     # Default op is Average.
-    assert_close(hvd.reducescatter(inputs[rank], name="rs.default"),
-                 reference(hvd.Average, inputs)[start : start + counts[rank]], torch.float32, "rs default")
+    assert_close(
+        hvd.reducescatter(inputs[rank], name="rs.default"),
+        reference(hvd.Average, inputs)[start : start + counts[rank]],
+        torch.float32,
+        "rs default",
+    )
     expect_error(ValueError, ("reducescatter supports",), lambda: hvd.reducescatter(torch.ones(n, 1), op=hvd.Max))
 
 
@@ -267,8 +282,11 @@ def case_sparse_allreduce() -> None:
         assert result.is_sparse and result.shape == (5, 3)
         expected = sum(dense_of(r) for r in range(n)) / (n if op == hvd.Average else 1)
         assert torch.allclose(result.to_dense(), expected), (result.to_dense(), expected)
-    expect_error(ValueError, ("Average and op=Sum",),
-                 lambda: hvd.sparse_allreduce_async(dense_of(rank).to_sparse(), name="sp.max", op=hvd.Max))
+    expect_error(
+        ValueError,
+        ("Average and op=Sum",),
+        lambda: hvd.sparse_allreduce_async(dense_of(rank).to_sparse(), name="sp.max", op=hvd.Max),
+    )
 
 
 @pytest.mark.parametrize("np_", NP)
@@ -345,20 +363,37 @@ def case_mismatches() -> None:
     hvd.init()
     rank, n = hvd.rank(), hvd.size()
     odd = rank == n - 1  # the last rank disagrees with everybody else
-    expect_error(RuntimeError, ("'mm.shape'", "shapes"),
-                 lambda: hvd.allreduce(torch.ones(3 if odd else 2), name="mm.shape"))
-    expect_error(RuntimeError, ("'mm.dtype'", "data types"),
-                 lambda: hvd.allreduce(torch.ones(2, dtype=torch.float64 if odd else torch.float32), name="mm.dtype"))
-    expect_error(RuntimeError, ("'mm.op'", "reduce ops"),
-                 lambda: hvd.allreduce(torch.ones(2), name="mm.op", op=hvd.Max if odd else hvd.Sum))
-    expect_error(RuntimeError, ("'mm.root'", "root ranks"),
-                 lambda: hvd.broadcast(torch.ones(2), root_rank=1 if odd else 0, name="mm.root"))
-    expect_error(RuntimeError, ("'mm.gather'",),
-                 lambda: hvd.allgather(torch.ones(1, 3 if odd else 2), name="mm.gather"))
-    expect_error(RuntimeError, ("'mm.async'", "shapes"),
-                 lambda: hvd.synchronize(hvd.allreduce_async_(torch.ones(3 if odd else 2), name="mm.async")))
-    expect_error(RuntimeError, ("'mm.group.1'",),
-                 lambda: hvd.grouped_allreduce([torch.ones(1), torch.ones(3 if odd else 2)], name="mm.group"))
+    expect_error(
+        RuntimeError, ("'mm.shape'", "shapes"), lambda: hvd.allreduce(torch.ones(3 if odd else 2), name="mm.shape")
+    )
+    expect_error(
+        RuntimeError,
+        ("'mm.dtype'", "data types"),
+        lambda: hvd.allreduce(torch.ones(2, dtype=torch.float64 if odd else torch.float32), name="mm.dtype"),
+    )
+    expect_error(
+        RuntimeError,
+        ("'mm.op'", "reduce ops"),
+        lambda: hvd.allreduce(torch.ones(2), name="mm.op", op=hvd.Max if odd else hvd.Sum),
+    )
+    expect_error(
+        RuntimeError,
+        ("'mm.root'", "root ranks"),
+        lambda: hvd.broadcast(torch.ones(2), root_rank=1 if odd else 0, name="mm.root"),
+    )
+    expect_error(
+        RuntimeError, ("'mm.gather'",), lambda: hvd.allgather(torch.ones(1, 3 if odd else 2), name="mm.gather")
+    )
+    expect_error(
+        RuntimeError,
+        ("'mm.async'", "shapes"),
+        lambda: hvd.synchronize(hvd.allreduce_async_(torch.ones(3 if odd else 2), name="mm.async")),
+    )
+    expect_error(
+        RuntimeError,
+        ("'mm.group.1'",),
+        lambda: hvd.grouped_allreduce([torch.ones(1), torch.ones(3 if odd else 2)], name="mm.group"),
+    )
     # The engine is still healthy afterwards.
     assert hvd.allreduce(torch.ones(1), op=hvd.Sum, name="mm.after").tolist() == [float(n)]
 
@@ -378,7 +413,9 @@ def case_call_time_errors() -> None:
     # A name still in flight cannot be reused (rank 0 checks while the others wait to submit it).
     if hvd.rank() == 0:
         first = hvd.allreduce_async(torch.ones(1), name="dup")
-        expect_error(ValueError, ("'dup'", "already in progress"), lambda: hvd.allreduce_async(torch.ones(1), name="dup"))
+        expect_error(
+            ValueError, ("'dup'", "already in progress"), lambda: hvd.allreduce_async(torch.ones(1), name="dup")
+        )
         hvd.barrier()
     else:
         hvd.barrier()
@@ -412,8 +449,11 @@ def test_cuda_tensor_without_a_gpu_backend_names_the_package() -> None:
 
 def case_device_kind_reaches_the_engine() -> str:
     hvd.init()
-    return expect_error(ValueError, ("CUDA", "no backend serving that device", "hvd-backend-nccl"),
-                        lambda: hvd.allreduce(torch.ones(2), name="cuda.fake"))
+    return expect_error(
+        ValueError,
+        ("CUDA", "no backend serving that device", "hvd-backend-nccl"),
+        lambda: hvd.allreduce(torch.ones(2), name="cuda.fake"),
+    )
 
 
 def test_cuda_device_kind_gets_the_engines_error(monkeypatch: pytest.MonkeyPatch) -> None:

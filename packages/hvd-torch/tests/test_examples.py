@@ -17,8 +17,9 @@ pytestmark = pytest.mark.skipif(not EXAMPLES.is_dir(), reason=f"no examples dire
 
 def run(script: str, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOROVOD_")}
-    return subprocess.run([sys.executable, str(EXAMPLES / script), *args], capture_output=True, text=True,
-                          timeout=280, env=env)
+    return subprocess.run(
+        [sys.executable, str(EXAMPLES / script), *args], capture_output=True, text=True, timeout=280, env=env
+    )
 
 
 def test_digits_reaches_95_percent_with_identical_weights() -> None:
@@ -30,9 +31,23 @@ def test_digits_reaches_95_percent_with_identical_weights() -> None:
 
 
 def test_synthetic_benchmark() -> None:
-    done = run("pytorch_synthetic_benchmark.py", "--num-warmup-batches", "1", "--num-batches-per-iter", "2",
-               "--num-iters", "2", "--batch-size", "8", "--image-size", "32", "--fp16-allreduce")
+    done = run(
+        "pytorch_synthetic_benchmark.py",
+        "--num-warmup-batches",
+        "1",
+        "--num-batches-per-iter",
+        "2",
+        "--num-iters",
+        "2",
+        "--batch-size",
+        "8",
+        "--image-size",
+        "32",
+        "--fp16-allreduce",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert re.search(r"Img/sec per CPU: [0-9.]+", done.stdout) and "Total img/sec on 2 CPU(s)" in done.stdout, done.stdout
+    assert re.search(r"Img/sec per CPU: [0-9.]+", done.stdout) and "Total img/sec on 2 CPU(s)" in done.stdout, (
+        done.stdout
+    )
     refused = run("pytorch_synthetic_benchmark.py", "--use-adasum")
     assert refused.returncode != 0 and "Adasum is not yet supported" in refused.stderr

@@ -47,7 +47,11 @@ def test_survivors_of_a_killed_rank_raise_in_the_optimizer_step(np_: int) -> Non
     env.update(HOROVOD_CPU_OPERATIONS="gloo", OMP_NUM_THREADS="1")
     result = subprocess.run(
         ["horovodrun", "-np", str(np_), "-H", f"localhost:{np_}", sys.executable, "-c", TRAINING],
-        env=env, capture_output=True, text=True, timeout=200, stdin=subprocess.DEVNULL,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=200,
+        stdin=subprocess.DEVNULL,
     )
     survivors = {}
     for line in result.stdout.splitlines():

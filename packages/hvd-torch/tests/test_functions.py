@@ -108,7 +108,9 @@ def snapshot(optimizer: torch.optim.Optimizer) -> dict:
     state = optimizer.state_dict()
     return {
         "groups": [{k: v for k, v in g.items() if k != "params"} for g in state["param_groups"]],
-        "state": {i: {k: (v.clone() if torch.is_tensor(v) else v) for k, v in s.items()} for i, s in state["state"].items()},
+        "state": {
+            i: {k: (v.clone() if torch.is_tensor(v) else v) for k, v in s.items()} for i, s in state["state"].items()
+        },
     }
 
 
@@ -172,11 +174,16 @@ def case_optimizer_state_misuse() -> None:
     hvd.init()
     rank = hvd.rank()
     model = model_for(rank)
-    expect_error(ValueError, ("LBFGS",), lambda: hvd.broadcast_optimizer_state(torch.optim.LBFGS(model.parameters()), 0))
+    expect_error(
+        ValueError, ("LBFGS",), lambda: hvd.broadcast_optimizer_state(torch.optim.LBFGS(model.parameters()), 0)
+    )
     params = list(model.parameters())
     optimizer = torch.optim.SGD(params if rank == 0 else params[:-1], lr=0.1, momentum=0.9)
-    expect_error(ValueError, ("differ between ranks", "rank 0: [6]", "rank 1: [5]"),
-                 lambda: hvd.broadcast_optimizer_state(optimizer, 0))
+    expect_error(
+        ValueError,
+        ("differ between ranks", "rank 0: [6]", "rank 1: [5]"),
+        lambda: hvd.broadcast_optimizer_state(optimizer, 0),
+    )
 
 
 def test_broadcast_optimizer_state_misuse() -> None:

@@ -85,7 +85,10 @@ def test_digits_example_through_horovodrun() -> None:
         pytest.fail(f"example not found at {script}")
     done = subprocess.run(
         ["horovodrun", "-np", "2", "-H", "localhost:2", sys.executable, str(script), "--epochs", "10"],
-        capture_output=True, text=True, timeout=280, env={**os.environ, **RANK_ENV},
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env={**os.environ, **RANK_ENV},
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert re.search(r"\[0\]<stdout>:.*epoch", done.stdout), done.stdout[-2000:]

@@ -68,8 +68,9 @@ def case_train(config: dict) -> list[torch.Tensor]:
             use_extra = not (config.get("unused_on_last_rank") and rank == n - 1)
             loss_of(model, x, y, use_extra).backward()
             if micro == 0 and passes == 1 and use_extra:
-                assert any(h is not None for h, _ in opt._handles.values()), \
+                assert any(h is not None for h, _ in opt._handles.values()), (
                     "allreduces were not started during backward()"
+                )
         if config.get("clip"):
             opt.synchronize()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config["clip"])
@@ -164,8 +165,11 @@ def case_misuse() -> None:
         return hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), **kwargs)
 
     named = list(model.named_parameters())
-    expect_error(ValueError, ("must be unique", "fc1.weight"),
-                 lambda: wrap(named_parameters=[named[0], ("fc1.weight", named[1][1])] + named[2:]))
+    expect_error(
+        ValueError,
+        ("must be unique", "fc1.weight"),
+        lambda: wrap(named_parameters=[named[0], ("fc1.weight", named[1][1])] + named[2:]),
+    )
     expect_error(ValueError, ("were not named",), lambda: wrap(named_parameters=named[1:]))
     expect_error(ValueError, ("tuples",), lambda: wrap(named_parameters=[p for _, p in named]))
     expect_error(ValueError, ("gradient_predivide_factor",), lambda: wrap(op=hvd.Sum, gradient_predivide_factor=2.0))
@@ -184,8 +188,11 @@ def case_misuse() -> None:
     # More backward passes than backward_passes_per_step before step() is an error.
     opt.zero_grad()
     loss_of(model, *batch(2, hvd.rank())).backward()
-    expect_error(AssertionError, ("more than backward_passes_per_step",),
-                 lambda: loss_of(model, *batch(3, hvd.rank())).backward())
+    expect_error(
+        AssertionError,
+        ("more than backward_passes_per_step",),
+        lambda: loss_of(model, *batch(3, hvd.rank())).backward(),
+    )
     hvd.barrier()  # every rank is done with its allreduces before any shuts down
 
 
@@ -197,8 +204,11 @@ def test_misuse_is_reported() -> None:
 def case_accumulation_guard() -> None:
     hvd.init()
     model = Net()
-    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
-                                   named_parameters=model.named_parameters(), backward_passes_per_step=2)
+    opt = hvd.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        named_parameters=model.named_parameters(),
+        backward_passes_per_step=2,
+    )
     loss_of(model, *batch(0, hvd.rank())).backward()
     # Zeroing between the accumulated passes would lose the first pass: refused, as in Horovod.
     expect_error(AssertionError, ("zero_grad",), opt.zero_grad)
@@ -235,8 +245,11 @@ def bag_batch(step: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
 def case_sparse(sparse_as_dense: bool) -> list[torch.Tensor]:
     hvd.init()
     model = Bag()
-    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.5),
-                                   named_parameters=model.named_parameters(), sparse_as_dense=sparse_as_dense)
+    opt = hvd.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.5),
+        named_parameters=model.named_parameters(),
+        sparse_as_dense=sparse_as_dense,
+    )
     for step in range(3):
         opt.zero_grad()
         ids, y = bag_batch(step, hvd.rank())
@@ -266,7 +279,9 @@ def test_sparse_gradients(sparse_as_dense: bool) -> None:
 def case_scheduler_and_state_dict() -> float:
     hvd.init()
     model = Net()
-    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), named_parameters=model.named_parameters())
+    opt = hvd.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.1), named_parameters=model.named_parameters()
+    )
     scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
     for step in range(2):
         opt.zero_grad()
@@ -287,8 +302,9 @@ def case_process_set() -> list[torch.Tensor]:
     hvd.init(process_sets=[first_two])
     rank = hvd.rank()
     model = Net()
-    opt = hvd.DistributedOptimizer(make_optimizer("sgd", model.parameters()),
-                                   named_parameters=model.named_parameters(), process_set=first_two)
+    opt = hvd.DistributedOptimizer(
+        make_optimizer("sgd", model.parameters()), named_parameters=model.named_parameters(), process_set=first_two
+    )
     for step in range(2):
         opt.zero_grad()
         loss_of(model, *batch(step, rank)).backward()
@@ -313,7 +329,9 @@ def case_rewrapping() -> list[torch.Tensor]:
     hvd.init()
     model = Net()
     for _ in range(2):
-        opt = hvd.DistributedOptimizer(make_optimizer("sgd", model.parameters()), named_parameters=model.named_parameters())
+        opt = hvd.DistributedOptimizer(
+            make_optimizer("sgd", model.parameters()), named_parameters=model.named_parameters()
+        )
         del opt
         gc.collect()
     opt = hvd.DistributedOptimizer(make_optimizer("sgd", model.parameters()), named_parameters=model.named_parameters())

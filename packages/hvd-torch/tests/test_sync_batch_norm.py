@@ -32,8 +32,9 @@ def case_sync_bn(config: dict) -> list:
     hvd.init()
     rank = hvd.rank()
     dtype = config["dtype"]
-    bn = hvd.SyncBatchNorm(C, momentum=config["momentum"], affine=config["affine"],
-                           track_running_stats=config["track"]).to(dtype)
+    bn = hvd.SyncBatchNorm(
+        C, momentum=config["momentum"], affine=config["affine"], track_running_stats=config["track"]
+    ).to(dtype)
     init_affine(bn, dtype)
     steps = []
     for step in range(config["steps"]):
@@ -50,15 +51,18 @@ def case_sync_bn(config: dict) -> list:
     bn.eval()
     x = batch_of(rank, 99, config["spatial"], dtype)
     evaluation = bn(x).detach()
-    buffers = {k: v.clone() for k, v in bn.state_dict().items() if k.startswith("running") or k == "num_batches_tracked"}
+    buffers = {
+        k: v.clone() for k, v in bn.state_dict().items() if k.startswith("running") or k == "num_batches_tracked"
+    }
     return [steps, evaluation, buffers]
 
 
 def reference(n: int, config: dict) -> list:
     dtype = config["dtype"]
     cls = {0: torch.nn.BatchNorm1d, 1: torch.nn.BatchNorm1d, 2: torch.nn.BatchNorm2d, 3: torch.nn.BatchNorm3d}
-    bn = cls[len(config["spatial"])](C, momentum=config["momentum"], affine=config["affine"],
-                                     track_running_stats=config["track"]).to(dtype)
+    bn = cls[len(config["spatial"])](
+        C, momentum=config["momentum"], affine=config["affine"], track_running_stats=config["track"]
+    ).to(dtype)
     init_affine(bn, dtype)
     per_rank = [[] for _ in range(n)]
     for step in range(config["steps"]):
@@ -77,7 +81,9 @@ def reference(n: int, config: dict) -> list:
     bn.eval()
     xs = [batch_of(r, 99, config["spatial"], dtype) for r in range(n)]
     evaluations = bn(torch.cat(xs)).detach().split([len(t) for t in xs])
-    buffers = {k: v.clone() for k, v in bn.state_dict().items() if k.startswith("running") or k == "num_batches_tracked"}
+    buffers = {
+        k: v.clone() for k, v in bn.state_dict().items() if k.startswith("running") or k == "num_batches_tracked"
+    }
     return [[per_rank[r], evaluations[r], buffers] for r in range(n)]
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from horovod.runner.version import __version__
 
-__all__ = ["run", "__version__"]
+__all__ = ["__version__", "run"]
 
 
 def __getattr__(name: str) -> Any:

@@ -12,7 +12,8 @@ import json
 import os
 import sys
 import tempfile
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from horovod.runner import settings as settings_mod
 from horovod.runner.errors import UsageError
@@ -90,7 +91,8 @@ def run(
         if outcome.failed is not None:
             rank = outcome.failed.rank
             raise RuntimeError(
-                f"horovod.run: rank {rank} {outcome.failed.describe()}" + _traceback_of(task_fn.error_path(directory, rank))
+                f"horovod.run: rank {rank} {outcome.failed.describe()}"
+                + _traceback_of(task_fn.error_path(directory, rank))
             )
         results = []
         for rank in range(job_settings.size):

@@ -6,7 +6,7 @@ plugin registers it (see ``horovod.common.plugins``).
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 # Horovod's lines, in Horovod's order: (display name, plugin name).
 _FRAMEWORKS = (("TensorFlow", "tensorflow"), ("PyTorch", "torch"), ("MXNet", "mxnet"))

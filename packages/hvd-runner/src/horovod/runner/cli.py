@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from horovod.runner.env_mapping import LOG_LEVELS
 
@@ -43,7 +44,13 @@ def _log_level(text: str) -> str:
 class _NicsAction(argparse.Action):
     """``--network-interface(s) a,b`` (repeatable): the union, in the order given."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         names = [n.strip() for n in str(values).split(",")]
         if not all(names):
             parser.error(f"argument {option_string}: empty interface name in {values!r}")
@@ -56,7 +63,13 @@ class _VersionAction(argparse.Action):
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         import horovod
         from horovod.runner.version import __version__
 
@@ -64,7 +77,7 @@ class _VersionAction(argparse.Action):
         parser.exit(0)
 
 
-def _switch(group: Any, *flags: str, dest: str, value: bool = True, help: str | None = None) -> None:  # noqa: A002
+def _switch(group: Any, *flags: str, dest: str, value: bool = True, help: str | None = None) -> None:
     group.add_argument(*flags, dest=dest, action="store_const", const=value, default=None, help=help)
 
 
@@ -75,78 +88,206 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Example: horovodrun -np 4 -H localhost:4 python train.py",
     )
     parser.add_argument("-v", "--version", action=_VersionAction, help="Show the Horovod version and exit.")
-    parser.add_argument("-np", "--num-proc", dest="np", type=_positive_int, default=None,
-                        help="Total number of processes (ranks) to start.")
-    _switch(parser, "-cb", "--check-build", dest="check_build",
-            help="Show which frameworks, controllers and tensor operations are installed, and exit.")
-    _switch(parser, "--list-plugins", dest="list_plugins",
-            help="List the installed hvd plugins (name, distribution, version, status, reason), and exit.")
-    _switch(parser, "--disable-cache", dest="disable_cache",
-            help="Accepted for compatibility: hvd-runner keeps no cache of start-up checks.")
-    parser.add_argument("--start-timeout", dest="start_timeout", type=_positive_int, default=None,
-                        help="Seconds to start every rank (default: $HOROVOD_START_TIMEOUT or 30); also given "
-                             "to the ranks as HOROVOD_START_TIMEOUT.")
-    parser.add_argument("--network-interfaces", "--network-interface", dest="nics", action=_NicsAction, default=None,
-                        help="Network interface(s) for communication, comma-separated or repeated (e.g. eth0,eth1).")
-    parser.add_argument("--output-filename", dest="output_filename", default=None,
-                        help="Also write each rank's output to <DIR>/rank.<N>/stdout and stderr (rank zero-padded).")
+    parser.add_argument(
+        "-np",
+        "--num-proc",
+        dest="np",
+        type=_positive_int,
+        default=None,
+        help="Total number of processes (ranks) to start.",
+    )
+    _switch(
+        parser,
+        "-cb",
+        "--check-build",
+        dest="check_build",
+        help="Show which frameworks, controllers and tensor operations are installed, and exit.",
+    )
+    _switch(
+        parser,
+        "--list-plugins",
+        dest="list_plugins",
+        help="List the installed hvd plugins (name, distribution, version, status, reason), and exit.",
+    )
+    _switch(
+        parser,
+        "--disable-cache",
+        dest="disable_cache",
+        help="Accepted for compatibility: hvd-runner keeps no cache of start-up checks.",
+    )
+    parser.add_argument(
+        "--start-timeout",
+        dest="start_timeout",
+        type=_positive_int,
+        default=None,
+        help="Seconds to start every rank (default: $HOROVOD_START_TIMEOUT or 30); also given "
+        "to the ranks as HOROVOD_START_TIMEOUT.",
+    )
+    parser.add_argument(
+        "--network-interfaces",
+        "--network-interface",
+        dest="nics",
+        action=_NicsAction,
+        default=None,
+        help="Network interface(s) for communication, comma-separated or repeated (e.g. eth0,eth1).",
+    )
+    parser.add_argument(
+        "--output-filename",
+        dest="output_filename",
+        default=None,
+        help="Also write each rank's output to <DIR>/rank.<N>/stdout and stderr (rank zero-padded).",
+    )
     _switch(parser, "--verbose", dest="verbose", help="Print what the launcher does (secrets are masked).")
-    parser.add_argument("--config-file", dest="config_file", default=None,
-                        help="YAML file of runtime parameters (Horovod's layout); command-line flags win over it.")
+    parser.add_argument(
+        "--config-file",
+        dest="config_file",
+        default=None,
+        help="YAML file of runtime parameters (Horovod's layout); command-line flags win over it.",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="The command each rank runs.")
 
     ssh = parser.add_argument_group("SSH arguments (remote hosts: not supported yet)")
-    ssh.add_argument("-p", "--ssh-port", dest="ssh_port", type=_positive_int, default=None, help="SSH port on all hosts.")
-    ssh.add_argument("-i", "--ssh-identity-file", dest="ssh_identity_file", default=None,
-                     help="SSH identity (private key) file.")
+    ssh.add_argument(
+        "-p", "--ssh-port", dest="ssh_port", type=_positive_int, default=None, help="SSH port on all hosts."
+    )
+    ssh.add_argument(
+        "-i", "--ssh-identity-file", dest="ssh_identity_file", default=None, help="SSH identity (private key) file."
+    )
 
     params = parser.add_argument_group("tunable parameter arguments")
-    params.add_argument("--fusion-threshold-mb", dest="fusion_threshold_mb", type=_nonnegative_int, default=None,
-                        help="Fusion buffer threshold in MB (HOROVOD_FUSION_THRESHOLD; 0 disables fusion).")
-    params.add_argument("--cycle-time-ms", dest="cycle_time_ms", type=_nonnegative_float, default=None,
-                        help="Cycle time in ms (HOROVOD_CYCLE_TIME).")
-    params.add_argument("--cache-capacity", dest="cache_capacity", type=_nonnegative_int, default=None,
-                        help="Response cache capacity (HOROVOD_CACHE_CAPACITY).")
+    params.add_argument(
+        "--fusion-threshold-mb",
+        dest="fusion_threshold_mb",
+        type=_nonnegative_int,
+        default=None,
+        help="Fusion buffer threshold in MB (HOROVOD_FUSION_THRESHOLD; 0 disables fusion).",
+    )
+    params.add_argument(
+        "--cycle-time-ms",
+        dest="cycle_time_ms",
+        type=_nonnegative_float,
+        default=None,
+        help="Cycle time in ms (HOROVOD_CYCLE_TIME).",
+    )
+    params.add_argument(
+        "--cache-capacity",
+        dest="cache_capacity",
+        type=_nonnegative_int,
+        default=None,
+        help="Response cache capacity (HOROVOD_CACHE_CAPACITY).",
+    )
     hier_ar = params.add_mutually_exclusive_group()
-    _switch(hier_ar, "--hierarchical-allreduce", dest="hierarchical_allreduce", help="HOROVOD_HIERARCHICAL_ALLREDUCE=1.")
-    _switch(hier_ar, "--no-hierarchical-allreduce", dest="hierarchical_allreduce", value=False,
-            help="HOROVOD_HIERARCHICAL_ALLREDUCE=0.")
+    _switch(
+        hier_ar, "--hierarchical-allreduce", dest="hierarchical_allreduce", help="HOROVOD_HIERARCHICAL_ALLREDUCE=1."
+    )
+    _switch(
+        hier_ar,
+        "--no-hierarchical-allreduce",
+        dest="hierarchical_allreduce",
+        value=False,
+        help="HOROVOD_HIERARCHICAL_ALLREDUCE=0.",
+    )
     hier_ag = params.add_mutually_exclusive_group()
-    _switch(hier_ag, "--hierarchical-allgather", dest="hierarchical_allgather", help="HOROVOD_HIERARCHICAL_ALLGATHER=1.")
-    _switch(hier_ag, "--no-hierarchical-allgather", dest="hierarchical_allgather", value=False,
-            help="HOROVOD_HIERARCHICAL_ALLGATHER=0.")
+    _switch(
+        hier_ag, "--hierarchical-allgather", dest="hierarchical_allgather", help="HOROVOD_HIERARCHICAL_ALLGATHER=1."
+    )
+    _switch(
+        hier_ag,
+        "--no-hierarchical-allgather",
+        dest="hierarchical_allgather",
+        value=False,
+        help="HOROVOD_HIERARCHICAL_ALLGATHER=0.",
+    )
 
     autotune = parser.add_argument_group("autotune arguments")
     auto_on = autotune.add_mutually_exclusive_group()
     _switch(auto_on, "--autotune", dest="autotune", help="HOROVOD_AUTOTUNE=1.")
     _switch(auto_on, "--no-autotune", dest="autotune", value=False, help=argparse.SUPPRESS)
     autotune.add_argument("--autotune-log-file", dest="autotune_log_file", default=None, help="HOROVOD_AUTOTUNE_LOG.")
-    autotune.add_argument("--autotune-warmup-samples", dest="autotune_warmup_samples", type=_nonnegative_int,
-                          default=None, help="HOROVOD_AUTOTUNE_WARMUP_SAMPLES.")
-    autotune.add_argument("--autotune-steps-per-sample", dest="autotune_steps_per_sample", type=_nonnegative_int,
-                          default=None, help="HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE.")
-    autotune.add_argument("--autotune-bayes-opt-max-samples", dest="autotune_bayes_opt_max_samples",
-                          type=_nonnegative_int, default=None, help="HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES.")
-    autotune.add_argument("--autotune-gaussian-process-noise", dest="autotune_gaussian_process_noise",
-                          type=_nonnegative_float, default=None, help="HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE, in [0, 1].")
+    autotune.add_argument(
+        "--autotune-warmup-samples",
+        dest="autotune_warmup_samples",
+        type=_nonnegative_int,
+        default=None,
+        help="HOROVOD_AUTOTUNE_WARMUP_SAMPLES.",
+    )
+    autotune.add_argument(
+        "--autotune-steps-per-sample",
+        dest="autotune_steps_per_sample",
+        type=_nonnegative_int,
+        default=None,
+        help="HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE.",
+    )
+    autotune.add_argument(
+        "--autotune-bayes-opt-max-samples",
+        dest="autotune_bayes_opt_max_samples",
+        type=_nonnegative_int,
+        default=None,
+        help="HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES.",
+    )
+    autotune.add_argument(
+        "--autotune-gaussian-process-noise",
+        dest="autotune_gaussian_process_noise",
+        type=_nonnegative_float,
+        default=None,
+        help="HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE, in [0, 1].",
+    )
 
     elastic = parser.add_argument_group("elastic arguments (not supported yet)")
-    elastic.add_argument("--min-np", "--min-num-proc", dest="min_np", type=_positive_int, default=None,
-                         help="Minimum number of processes for training to continue.")
-    elastic.add_argument("--max-np", "--max-num-proc", dest="max_np", type=_positive_int, default=None,
-                         help="Maximum number of processes.")
-    elastic.add_argument("--slots-per-host", dest="slots", type=_positive_int, default=None,
-                         help="Slots per host (with --host-discovery-script).")
-    elastic.add_argument("--elastic-timeout", dest="elastic_timeout", type=_positive_int, default=None,
-                         help="Timeout for elastic re-initialisation.")
-    elastic.add_argument("--reset-limit", dest="reset_limit", type=_nonnegative_int, default=None,
-                         help="Maximum number of times the job may scale up or down.")
-    elastic.add_argument("--blacklist-cooldown-range", dest="cooldown_range", type=_nonnegative_int, nargs=2,
-                         default=None, metavar=("MIN", "MAX"), help="Seconds a failing host stays blacklisted.")
+    elastic.add_argument(
+        "--min-np",
+        "--min-num-proc",
+        dest="min_np",
+        type=_positive_int,
+        default=None,
+        help="Minimum number of processes for training to continue.",
+    )
+    elastic.add_argument(
+        "--max-np",
+        "--max-num-proc",
+        dest="max_np",
+        type=_positive_int,
+        default=None,
+        help="Maximum number of processes.",
+    )
+    elastic.add_argument(
+        "--slots-per-host",
+        dest="slots",
+        type=_positive_int,
+        default=None,
+        help="Slots per host (with --host-discovery-script).",
+    )
+    elastic.add_argument(
+        "--elastic-timeout",
+        dest="elastic_timeout",
+        type=_positive_int,
+        default=None,
+        help="Timeout for elastic re-initialisation.",
+    )
+    elastic.add_argument(
+        "--reset-limit",
+        dest="reset_limit",
+        type=_nonnegative_int,
+        default=None,
+        help="Maximum number of times the job may scale up or down.",
+    )
+    elastic.add_argument(
+        "--blacklist-cooldown-range",
+        dest="cooldown_range",
+        type=_nonnegative_int,
+        nargs=2,
+        default=None,
+        metavar=("MIN", "MAX"),
+        help="Seconds a failing host stays blacklisted.",
+    )
 
     timeline = parser.add_argument_group("timeline arguments")
-    timeline.add_argument("--timeline-filename", dest="timeline_filename", default=None,
-                          help="Write a Chrome-trace timeline to this file (HOROVOD_TIMELINE).")
+    timeline.add_argument(
+        "--timeline-filename",
+        dest="timeline_filename",
+        default=None,
+        help="Write a Chrome-trace timeline to this file (HOROVOD_TIMELINE).",
+    )
     cycles = timeline.add_mutually_exclusive_group()
     _switch(cycles, "--timeline-mark-cycles", dest="timeline_mark_cycles", help="HOROVOD_TIMELINE_MARK_CYCLES=1.")
     _switch(cycles, "--no-timeline-mark-cycles", dest="timeline_mark_cycles", value=False, help=argparse.SUPPRESS)
@@ -155,10 +296,20 @@ def build_parser() -> argparse.ArgumentParser:
     stall_on = stall.add_mutually_exclusive_group()
     _switch(stall_on, "--no-stall-check", dest="no_stall_check", help="HOROVOD_STALL_CHECK_DISABLE=1.")
     _switch(stall_on, "--stall-check", dest="no_stall_check", value=False, help=argparse.SUPPRESS)
-    stall.add_argument("--stall-check-warning-time-seconds", dest="stall_check_warning_time_seconds",
-                       type=_nonnegative_int, default=None, help="HOROVOD_STALL_CHECK_TIME_SECONDS.")
-    stall.add_argument("--stall-check-shutdown-time-seconds", dest="stall_check_shutdown_time_seconds",
-                       type=_nonnegative_int, default=None, help="HOROVOD_STALL_SHUTDOWN_TIME_SECONDS.")
+    stall.add_argument(
+        "--stall-check-warning-time-seconds",
+        dest="stall_check_warning_time_seconds",
+        type=_nonnegative_int,
+        default=None,
+        help="HOROVOD_STALL_CHECK_TIME_SECONDS.",
+    )
+    stall.add_argument(
+        "--stall-check-shutdown-time-seconds",
+        dest="stall_check_shutdown_time_seconds",
+        type=_nonnegative_int,
+        default=None,
+        help="HOROVOD_STALL_SHUTDOWN_TIME_SECONDS.",
+    )
 
     library = parser.add_argument_group("library arguments")
     mpi_threads = library.add_mutually_exclusive_group()
@@ -166,39 +317,82 @@ def build_parser() -> argparse.ArgumentParser:
     _switch(mpi_threads, "--no-mpi-threads-disable", dest="mpi_threads_disable", value=False, help=argparse.SUPPRESS)
     library.add_argument("--mpi-args", dest="mpi_args", default=None, help="Extra mpirun arguments (with --mpi).")
     _switch(library, "--tcp", dest="tcp_flag", help="Use TCP only (NCCL_IB_DISABLE=1).")
-    library.add_argument("--binding-args", dest="binding_args", default=None, help="Process binding arguments (with --mpi).")
-    library.add_argument("--num-nccl-streams", dest="num_nccl_streams", type=_nonnegative_int, default=None,
-                         help="HOROVOD_NUM_NCCL_STREAMS.")
-    library.add_argument("--thread-affinity", dest="thread_affinity", type=_nonnegative_int, default=None,
-                         help="HOROVOD_THREAD_AFFINITY.")
-    library.add_argument("--ccl-bgt-affinity", dest="ccl_bgt_affinity", type=_nonnegative_int, default=None,
-                         help=argparse.SUPPRESS)
-    library.add_argument("--gloo-timeout-seconds", dest="gloo_timeout_seconds", type=_nonnegative_int, default=None,
-                         help="HOROVOD_GLOO_TIMEOUT_SECONDS.")
+    library.add_argument(
+        "--binding-args", dest="binding_args", default=None, help="Process binding arguments (with --mpi)."
+    )
+    library.add_argument(
+        "--num-nccl-streams",
+        dest="num_nccl_streams",
+        type=_nonnegative_int,
+        default=None,
+        help="HOROVOD_NUM_NCCL_STREAMS.",
+    )
+    library.add_argument(
+        "--thread-affinity",
+        dest="thread_affinity",
+        type=_nonnegative_int,
+        default=None,
+        help="HOROVOD_THREAD_AFFINITY.",
+    )
+    library.add_argument(
+        "--ccl-bgt-affinity", dest="ccl_bgt_affinity", type=_nonnegative_int, default=None, help=argparse.SUPPRESS
+    )
+    library.add_argument(
+        "--gloo-timeout-seconds",
+        dest="gloo_timeout_seconds",
+        type=_nonnegative_int,
+        default=None,
+        help="HOROVOD_GLOO_TIMEOUT_SECONDS.",
+    )
 
     logging_group = parser.add_argument_group("logging arguments")
-    logging_group.add_argument("--log-level", dest="log_level", type=_log_level, default=None,
-                               help=f"HOROVOD_LOG_LEVEL, one of {', '.join(LOG_LEVELS)}.")
+    logging_group.add_argument(
+        "--log-level",
+        dest="log_level",
+        type=_log_level,
+        default=None,
+        help=f"HOROVOD_LOG_LEVEL, one of {', '.join(LOG_LEVELS)}.",
+    )
     stamps = logging_group.add_mutually_exclusive_group()
     _switch(stamps, "--log-without-timestamp", dest="log_without_timestamp", help="HOROVOD_LOG_HIDE_TIME=1.")
     _switch(stamps, "--log-with-timestamp", dest="log_without_timestamp", value=False, help=argparse.SUPPRESS)
     _switch(stamps, "--log-hide-timestamp", dest="log_without_timestamp", help=argparse.SUPPRESS)
-    _switch(logging_group, "-prefix-timestamp", "--prefix-output-with-timestamp", dest="prefix_output_with_timestamp",
-            help="Prefix every line of the ranks' output with the time.")
+    _switch(
+        logging_group,
+        "-prefix-timestamp",
+        "--prefix-output-with-timestamp",
+        dest="prefix_output_with_timestamp",
+        help="Prefix every line of the ranks' output with the time.",
+    )
 
     hosts = parser.add_argument_group("host arguments").add_mutually_exclusive_group()
-    hosts.add_argument("-H", "--hosts", dest="hosts", default=None,
-                       help="Hosts and slots, host1:2,host2:4 (default: localhost:<np>).")
-    hosts.add_argument("-hostfile", "--hostfile", dest="hostfile", default=None,
-                       help="File of '<hostname> slots=<N>' lines.")
-    hosts.add_argument("--host-discovery-script", dest="host_discovery_script", default=None,
-                       help="Elastic training host discovery script (not supported yet).")
+    hosts.add_argument(
+        "-H", "--hosts", dest="hosts", default=None, help="Hosts and slots, host1:2,host2:4 (default: localhost:<np>)."
+    )
+    hosts.add_argument(
+        "-hostfile", "--hostfile", dest="hostfile", default=None, help="File of '<hostname> slots=<N>' lines."
+    )
+    hosts.add_argument(
+        "--host-discovery-script",
+        dest="host_discovery_script",
+        default=None,
+        help="Elastic training host discovery script (not supported yet).",
+    )
 
     controller = parser.add_argument_group("controller arguments").add_mutually_exclusive_group()
-    _switch(controller, "--gloo", dest="use_gloo",
-            help="Use the Gloo backend (HOROVOD_CPU_OPERATIONS=gloo). Without --gloo/--mpi: HOROVOD_CONTROLLER, else Gloo.")
-    _switch(controller, "--mpi", "--use-mpi", dest="use_mpi",
-            help="Use the MPI backend: mpirun starts the ranks (needs hvd-backend-mpi and an MPI).")
+    _switch(
+        controller,
+        "--gloo",
+        dest="use_gloo",
+        help="Use the Gloo backend (HOROVOD_CPU_OPERATIONS=gloo). Without --gloo/--mpi: HOROVOD_CONTROLLER, else Gloo.",
+    )
+    _switch(
+        controller,
+        "--mpi",
+        "--use-mpi",
+        dest="use_mpi",
+        help="Use the MPI backend: mpirun starts the ranks (needs hvd-backend-mpi and an MPI).",
+    )
     _switch(controller, "--jsrun", dest="use_jsrun", help="Launch through jsrun (not supported yet).")
     return parser
 

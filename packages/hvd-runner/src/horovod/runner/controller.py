@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-from typing import Mapping
+from collections.abc import Mapping
 
 from horovod.runner import worker_env
 from horovod.runner.errors import UsageError
@@ -65,7 +65,9 @@ def _default() -> Choice:
     try:
         default = get_plugin_manager().default_backend("cpu").name
     except PluginError:
-        return Choice(OWN, "default: horovodrun starts the ranks (no CPU backend installed; they will say what to install)")
+        return Choice(
+            OWN, "default: horovodrun starts the ranks (no CPU backend installed; they will say what to install)"
+        )
     if default == MPI:
         return Choice(MPI, "default: the MPI backend is the only CPU backend installed")
     return Choice(OWN, f"default: horovodrun starts the ranks, on the installed default backend {default}")

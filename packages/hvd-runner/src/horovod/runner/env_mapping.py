@@ -7,7 +7,8 @@ reaches the ranks unchanged; a flag given (or a config-file key) sets the variab
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from horovod.runner.errors import UsageError
 
@@ -58,45 +59,79 @@ TUNABLES: tuple[Tunable, ...] = (
     Tunable("fusion_threshold_mb", "HOROVOD_FUSION_THRESHOLD", _mb_to_bytes, int, ("params", "fusion_threshold_mb")),
     Tunable("cycle_time_ms", "HOROVOD_CYCLE_TIME", _number, float, ("params", "cycle_time_ms")),
     Tunable("cache_capacity", "HOROVOD_CACHE_CAPACITY", _number, int, ("params", "cache_capacity")),
-    Tunable("hierarchical_allreduce", "HOROVOD_HIERARCHICAL_ALLREDUCE", _flag, bool, ("params", "hierarchical_allreduce")),
-    Tunable("hierarchical_allgather", "HOROVOD_HIERARCHICAL_ALLGATHER", _flag, bool, ("params", "hierarchical_allgather")),
+    Tunable(
+        "hierarchical_allreduce", "HOROVOD_HIERARCHICAL_ALLREDUCE", _flag, bool, ("params", "hierarchical_allreduce")
+    ),
+    Tunable(
+        "hierarchical_allgather", "HOROVOD_HIERARCHICAL_ALLGATHER", _flag, bool, ("params", "hierarchical_allgather")
+    ),
     # autotune
     Tunable("autotune", "HOROVOD_AUTOTUNE", _flag, bool, ("autotune", "enabled")),
     Tunable("autotune_log_file", "HOROVOD_AUTOTUNE_LOG", str, str, ("autotune", "log_file")),
     Tunable("autotune_warmup_samples", "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", _number, int, ("autotune", "warmup_samples")),
-    Tunable("autotune_steps_per_sample", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", _number, int, ("autotune", "steps_per_sample")),
     Tunable(
-        "autotune_bayes_opt_max_samples", "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", _number, int,
+        "autotune_steps_per_sample", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", _number, int, ("autotune", "steps_per_sample")
+    ),
+    Tunable(
+        "autotune_bayes_opt_max_samples",
+        "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES",
+        _number,
+        int,
         ("autotune", "bayes_opt_max_samples"),
     ),
     Tunable(
-        "autotune_gaussian_process_noise", "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", _number, float,
-        ("autotune", "gaussian_process_noise"), maximum=1,
+        "autotune_gaussian_process_noise",
+        "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE",
+        _number,
+        float,
+        ("autotune", "gaussian_process_noise"),
+        maximum=1,
     ),
     # timeline
     Tunable("timeline_filename", "HOROVOD_TIMELINE", str, str, ("timeline", "filename")),
     Tunable("timeline_mark_cycles", "HOROVOD_TIMELINE_MARK_CYCLES", _flag, bool, ("timeline", "mark_cycles")),
     # stall check
-    Tunable("no_stall_check", "HOROVOD_STALL_CHECK_DISABLE", _flag, bool, ("stall_check", "enabled"), config_inverted=True),
     Tunable(
-        "stall_check_warning_time_seconds", "HOROVOD_STALL_CHECK_TIME_SECONDS", _number, int,
+        "no_stall_check", "HOROVOD_STALL_CHECK_DISABLE", _flag, bool, ("stall_check", "enabled"), config_inverted=True
+    ),
+    Tunable(
+        "stall_check_warning_time_seconds",
+        "HOROVOD_STALL_CHECK_TIME_SECONDS",
+        _number,
+        int,
         ("stall_check", "warning_time_seconds"),
     ),
     Tunable(
-        "stall_check_shutdown_time_seconds", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", _number, int,
+        "stall_check_shutdown_time_seconds",
+        "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS",
+        _number,
+        int,
         ("stall_check", "shutdown_time_seconds"),
     ),
     # library options
-    Tunable("mpi_threads_disable", "HOROVOD_MPI_THREADS_DISABLE", _flag, bool, ("library_options", "mpi_threads_disable")),
+    Tunable(
+        "mpi_threads_disable", "HOROVOD_MPI_THREADS_DISABLE", _flag, bool, ("library_options", "mpi_threads_disable")
+    ),
     Tunable("num_nccl_streams", "HOROVOD_NUM_NCCL_STREAMS", _number, int, ("library_options", "num_nccl_streams")),
     Tunable("thread_affinity", "HOROVOD_THREAD_AFFINITY", _number, int, ("library_options", "thread_affinity")),
     Tunable("ccl_bgt_affinity", "HOROVOD_CCL_BGT_AFFINITY", _number, int, ("library_options", "ccl_bgt_affinity")),
-    Tunable("gloo_timeout_seconds", "HOROVOD_GLOO_TIMEOUT_SECONDS", _number, int, ("library_options", "gloo_timeout_seconds")),
+    Tunable(
+        "gloo_timeout_seconds",
+        "HOROVOD_GLOO_TIMEOUT_SECONDS",
+        _number,
+        int,
+        ("library_options", "gloo_timeout_seconds"),
+    ),
     Tunable("tcp_flag", "NCCL_IB_DISABLE", _flag, bool, only_when_true=True),
     # logging
     Tunable("log_level", "HOROVOD_LOG_LEVEL", _level, str, ("logging", "level"), choices=LOG_LEVELS),
     Tunable(
-        "log_without_timestamp", "HOROVOD_LOG_HIDE_TIME", _flag, bool, ("logging", "with_timestamp"), config_inverted=True
+        "log_without_timestamp",
+        "HOROVOD_LOG_HIDE_TIME",
+        _flag,
+        bool,
+        ("logging", "with_timestamp"),
+        config_inverted=True,
     ),
 )
 

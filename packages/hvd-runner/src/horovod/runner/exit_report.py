@@ -22,7 +22,8 @@ import json
 import os
 import sys
 import threading
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from horovod.runner import worker_env
 
@@ -97,5 +98,5 @@ def report(reason: str, primary: bool = True, env: Mapping[str, str] | None = No
             client.set(key(env[worker_env.JOB_KEY], env[worker_env.RANK]), encode(reason, primary))
         finally:
             client.close()
-    except Exception:  # noqa: BLE001 - the launcher still sees the exit itself
+    except Exception:  # the launcher still sees the exit itself
         pass

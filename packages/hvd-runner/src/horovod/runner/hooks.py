@@ -7,7 +7,7 @@ imported only when the environment says this process belongs to a horovodrun job
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from collections.abc import Mapping
 
 from horovod.common.plugin_api import RendezvousStore, hookimpl
 

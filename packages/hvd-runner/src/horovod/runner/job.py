@@ -10,11 +10,12 @@ import secrets
 import shlex
 import sys
 import time
-from typing import Callable, Mapping, Sequence, TextIO
+from collections.abc import Callable, Mapping, Sequence
+from typing import TextIO
 
 from horovod.common.plugin_api import failure_report_key
-from horovod.runner import settings as settings_mod
 from horovod.runner import exit_report, loss_report, worker_env
+from horovod.runner import settings as settings_mod
 from horovod.runner.local import LocalJob, Outcome, RankSpec, Report
 from horovod.runner.output import OutputRouter
 from horovod.runner.rendezvous import auth
@@ -80,6 +81,7 @@ def run_job(
     prefix = exit_report.key_prefix(job_key)
 
     with RendezvousServer(secret, host=settings.rendezvous_host, max_value_bytes=max_value) as server:
+
         def publish_loss(line: str) -> None:
             try:
                 server.set(failure_report_key(job_key), line.encode())

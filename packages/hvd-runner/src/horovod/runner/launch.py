@@ -11,7 +11,7 @@ import faulthandler
 import logging
 import signal
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from horovod.runner import cli
 from horovod.runner.errors import UsageError
@@ -42,7 +42,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         levels = {"TRACE": logging.DEBUG, "FATAL": logging.CRITICAL}
         logging.basicConfig(level=levels.get(ns.log_level, getattr(logging, ns.log_level)))
     from horovod.common.plugin_api import PluginError
-
     from horovod.runner import settings
 
     try:

@@ -17,7 +17,8 @@ import signal
 import subprocess
 import threading
 import time
-from typing import Callable, Mapping, Protocol, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 from horovod.runner.exit_report import EXITING
 from horovod.runner.hosts import Placement
@@ -197,7 +198,9 @@ class LocalJob:
                     close_fds=True,
                 )
             except OSError as error:
-                raise LaunchError(f"cannot start rank {rank} ({' '.join(spec.argv[:1])}): {error.strerror or error}") from error
+                raise LaunchError(
+                    f"cannot start rank {rank} ({' '.join(spec.argv[:1])}): {error.strerror or error}"
+                ) from error
             self._procs[rank] = proc
             assert proc.stdout is not None and proc.stderr is not None
             self._output.attach(rank, "stdout", proc.stdout)
@@ -268,7 +271,9 @@ class LocalJob:
             self._stopped_polls[rank] = polls
             if polls == 2:
                 self._stopped_now.add(rank)
-                self._log(f"rank {rank} (pid {proc.pid}) is stopped (SIGSTOP, or held by a debugger); the other ranks will time out waiting for it")
+                self._log(
+                    f"rank {rank} (pid {proc.pid}) is stopped (SIGSTOP, or held by a debugger); the other ranks will time out waiting for it"
+                )
                 if self._observer is not None:
                     self._observer.rank_stopped(rank, proc.pid)
             elif polls == 0 and rank in self._stopped_now:
@@ -320,7 +325,9 @@ class LocalJob:
         self._collect(live, time.monotonic() + self._grace_s)
         stubborn = live - set(self._exits)
         if stubborn:
-            self._log(f"rank(s) {', '.join(map(str, sorted(stubborn)))} still running after {self._grace_s:g} s; sending SIGKILL")
+            self._log(
+                f"rank(s) {', '.join(map(str, sorted(stubborn)))} still running after {self._grace_s:g} s; sending SIGKILL"
+            )
         now = time.monotonic()
         for rank in stubborn:
             self._signaled.setdefault(rank, now)
@@ -342,7 +349,7 @@ class LocalJob:
             if group_alive(pgid):
                 signal_group(pgid, signal.SIGKILL)
 
-    def _signals_deferred(self) -> "_DeferSignals":
+    def _signals_deferred(self) -> _DeferSignals:
         return _DeferSignals(self._hurry)
 
 

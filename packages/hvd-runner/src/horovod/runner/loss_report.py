@@ -11,7 +11,7 @@ line to the ``HorovodInternalError`` every surviving rank raises).
 from __future__ import annotations
 
 import threading
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from horovod.runner.local import RankExit, Report
 

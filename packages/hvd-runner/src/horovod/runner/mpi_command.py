@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
-from typing import Sequence
+from collections.abc import Sequence
 
 from horovod.runner.errors import UsageError
 from horovod.runner.hosts import Host

@@ -14,7 +14,7 @@ host gets only what is exported; scripts rely on their own variables reaching ev
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 from horovod.runner import worker_env
 

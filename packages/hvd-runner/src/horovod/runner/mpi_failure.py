@@ -53,7 +53,7 @@ def _from_tracebacks(output: str) -> str | None:
 
 
 def failed_rank(output: str) -> str | None:
-    """"rank N exited with code C" (and the like) when mpirun's ``output`` tells which rank failed."""
+    """ "rank N exited with code C" (and the like) when mpirun's ``output`` tells which rank failed."""
     match = _OPENMPI_EXIT.search(output)
     if match:
         return f"rank {match.group(1)} exited with code {match.group(2)}"

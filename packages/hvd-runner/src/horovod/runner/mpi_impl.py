@@ -12,7 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from horovod.runner.errors import UsageError
 

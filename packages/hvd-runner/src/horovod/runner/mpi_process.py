@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from horovod.runner.process_groups import shell_status, signal_group
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from horovod.runner import env_mapping, hosts, mpi_command, mpi_env, mpi_failure, mpi_impl, worker_env
 from horovod.runner import settings as settings_mod
@@ -19,6 +19,7 @@ from horovod.runner.controller import MPI, Choice
 from horovod.runner.errors import UsageError
 
 _UNBUFFERED = "PYTHONUNBUFFERED"
+
 
 def _check_backend() -> str | None:
     """None when hvd-backend-mpi is usable, else why not (with what to install)."""

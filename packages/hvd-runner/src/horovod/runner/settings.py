@@ -10,6 +10,7 @@ import argparse
 import dataclasses
 import os
 import socket
+
 from horovod.runner import config_file, controller, env_mapping, hosts, worker_env
 from horovod.runner.errors import NotSupportedError, UsageError
 
@@ -199,4 +200,3 @@ def describe(settings: JobSettings) -> list[str]:
             f"  rank {p.rank} on {p.hostname}: local {p.local_rank}/{p.local_size}, cross {p.cross_rank}/{p.cross_size}"
         )
     return lines
-

@@ -46,7 +46,7 @@ def main(argv: list[str]) -> int:
             func, args, kwargs = cloudpickle.load(f)
         result = func(*args, **kwargs)
         _write_atomically(result_path(directory, rank), cloudpickle.dumps(result))
-    except BaseException as error:  # noqa: BLE001 - reported to the caller with the rank
+    except BaseException as error:  # reported to the caller with the rank
         _write_atomically(error_path(directory, rank), traceback.format_exc().encode("utf-8", "replace"))
         if not isinstance(error, SystemExit):
             from horovod.runner import exit_report

@@ -7,7 +7,7 @@ hands the engine a client of the launcher's server.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 # Topology (read by hvd-core's init()).
 RANK = "HOROVOD_RANK"

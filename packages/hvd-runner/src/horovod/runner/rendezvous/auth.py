@@ -70,7 +70,15 @@ def _digest(body: bytes) -> bytes:
 
 def request_signature(secret: bytes, method: str, path: str, timestamp: str, nonce: str, body: bytes) -> str:
     message = b"\n".join(
-        [_PROTOCOL, b"request", method.upper().encode(), path.encode(), timestamp.encode(), nonce.encode(), _digest(body)]
+        [
+            _PROTOCOL,
+            b"request",
+            method.upper().encode(),
+            path.encode(),
+            timestamp.encode(),
+            nonce.encode(),
+            _digest(body),
+        ]
     )
     return hmac.new(secret, message, hashlib.sha256).hexdigest()
 

@@ -13,7 +13,7 @@ import socket
 import threading
 import time
 import urllib.parse
-from typing import Mapping
+from collections.abc import Mapping
 
 from horovod.runner import worker_env
 from horovod.runner.rendezvous import auth
@@ -52,7 +52,7 @@ class RendezvousClient:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str], **options: float) -> "RendezvousClient":
+    def from_env(cls, env: Mapping[str, str], **options: float) -> RendezvousClient:
         """The client for the job ``env`` describes (the variables of :mod:`horovod.runner.worker_env`)."""
         host = env.get(worker_env.RENDEZVOUS_ADDR, "").strip()
         port_text = env.get(worker_env.RENDEZVOUS_PORT, "").strip()

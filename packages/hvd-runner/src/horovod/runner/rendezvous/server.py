@@ -23,7 +23,8 @@ import logging
 import threading
 import time
 import urllib.parse
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from horovod.runner.rendezvous import auth
 
@@ -116,11 +117,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     server_version = "hvd-rendezvous"
     sys_version = ""
     timeout = 300  # an idle kept-alive connection is closed after this; clients reconnect
-    server: "_HTTPServer"
+    server: _HTTPServer
 
     # --- plumbing ---------------------------------------------------------------------------
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:  # `format`: the base class's name
         _log.debug("%s %s", self.address_string(), format % args)
 
     def _reply(self, status: int, body: bytes = b"", nonce: str | None = None, close: bool = False) -> None:
@@ -159,7 +160,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return None
         if length > self.server.max_value_bytes:
             # Refused before reading: an oversized body never reaches memory.
-            self._reply(413, f"body of {length} bytes exceeds the limit of {self.server.max_value_bytes}".encode(), close=True)
+            self._reply(
+                413, f"body of {length} bytes exceeds the limit of {self.server.max_value_bytes}".encode(), close=True
+            )
             return None
         body = self.rfile.read(length) if length else b""
         if len(body) != length:
@@ -192,7 +195,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     # --- methods ------------------------------------------------------------------------------
 
-    def do_PUT(self) -> None:  # noqa: N802 - http.server's naming
+    def do_PUT(self) -> None:
         checked = self._authenticate()
         if checked is None:
             return
@@ -207,7 +210,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         self._reply(200, b"", nonce)
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         checked = self._authenticate()
         if checked is None:
             return
@@ -304,7 +307,7 @@ class RendezvousServer:
         """Calls ``callback(key, value)`` (in a server thread) after every set."""
         self._httpd.store.on_set = callback
 
-    def start(self) -> "RendezvousServer":
+    def start(self) -> RendezvousServer:
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1}, name="hvd-rendezvous", daemon=True
         )
@@ -320,7 +323,7 @@ class RendezvousServer:
         self._httpd.store.close()
         self._httpd.server_close()
 
-    def __enter__(self) -> "RendezvousServer":
+    def __enter__(self) -> RendezvousServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
