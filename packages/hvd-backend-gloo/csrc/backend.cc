@@ -43,9 +43,8 @@ extern "C" HVD_BACKEND_EXPORT const hvd_backend_v1* hvd_backend_v1_get(void) { r
 
 extern "C" HVD_BACKEND_EXPORT const hvd_backend_ext_v1* hvd_backend_ext_v1_get(void) { return &kExtensions; }
 
-// Which transport carries `comm`'s allreduce, allgather, broadcast and barrier: "shared memory"
-// (every member on this host), "tcp", or "local" (a communicator of one member).
+// Which transport carries `comm`'s collectives (transport.h): "shared memory" (every member on
+// this host), "tcp", or "local" (a communicator of one member).
 extern "C" HVD_BACKEND_EXPORT const char* hvd_gloo_transport(const hvd_comm* comm) {
-  if (!comm || comm->size == 1) return "local";
-  return comm->shm ? "shared memory" : "tcp";
+  return comm ? comm->transport->name() : "local";
 }

@@ -1,17 +1,13 @@
-// Creating and destroying communicators: one Gloo context per communicator, fully connected over
-// TCP, with addresses exchanged through the engine's store.
+// Creating and destroying communicators: members connected by Gloo over TCP (tcp/connect.h), and
+// the one transport that carries their collectives chosen (transport.h).
 #include "comm.h"
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdio>
 
-#include <gloo/rendezvous/context.h>
-
-#include "device.h"
 #include "errors.h"
-#include "shm_group.h"
-#include "store_adapter.h"
+#include "tcp/connect.h"
+#include "tcp/store_adapter.h"
 
 namespace hvd_gloo {
 namespace {
@@ -25,19 +21,6 @@ bool IsIdentity(const hvd_comm* comm) {
 int Report(char* error, size_t error_len, int status, const std::string& message) {
   if (error && error_len) std::snprintf(error, error_len, "%s", message.c_str());
   return status;
-}
-
-// Gloo describes a TCP device as "tcp, pci=, iface=lo, speed=-1, addr=[127.0.0.1]": keep the
-// address and the interface.
-std::string Listening(const std::string& device) {
-  size_t addr = device.find("addr=");
-  if (addr == std::string::npos) return device;
-  std::string out = device.substr(addr + 5);
-  size_t iface = device.find("iface="), end = device.find(',', iface);
-  if (iface != std::string::npos && end != std::string::npos && end > iface + 6) {
-    out += " (interface " + device.substr(iface + 6, end - iface - 6) + ")";
-  }
-  return out;
 }
 
 }  // namespace
@@ -61,9 +44,9 @@ int CommCreate(const hvd_comm_config_v1* config, const hvd_store_v1* store, hvd_
     return Report(error, error_len, HVD_ERR_INVALID_ARGUMENT, "gloo: truncated hvd_comm_config_v1");
   }
   if (config->size < 1 || config->rank < 0 || config->rank >= config->size) {
-    return Report(error, error_len, HVD_ERR_INVALID_ARGUMENT,
-                  "gloo: rank " + std::to_string(config->rank) + " is out of range for size " +
-                      std::to_string(config->size));
+    return Report(
+        error, error_len, HVD_ERR_INVALID_ARGUMENT,
+        "gloo: rank " + std::to_string(config->rank) + " is out of range for size " + std::to_string(config->size));
   }
   if (config->device_kind != HVD_DEVICE_CPU) {
     return Report(error, error_len, HVD_ERR_UNSUPPORTED, "gloo: this backend serves CPU (host memory) buffers only");
@@ -82,23 +65,13 @@ int CommCreate(const hvd_comm_config_v1* config, const hvd_store_v1* store, hvd_
   comm->job_ranks.resize(config->size);
   for (int32_t r = 0; r < config->size; ++r) comm->job_ranks[r] = config->job_ranks ? config->job_ranks[r] : r;
 
-  if (comm->size > 1) {  // one member needs no transport: every collective is a local copy
+  if (comm->size == 1) {
+    comm->transport = MakeLocalTransport();  // needs no connection
+  } else {
     try {
-      comm->device = CreateTcpDevice();
-      comm->device_description = Listening(comm->device->str());
       StoreAdapter adapter(store, config->key_prefix, comm.get());
-      // Everyone first: Gloo connects its pairs one peer after the other, and a member waiting for
-      // a peer that is itself still waiting for a late third member would time out on the wrong
-      // peer. Once all have arrived, connecting takes milliseconds.
-      adapter.Arrive();
-      auto context = std::make_shared<gloo::rendezvous::Context>(comm->rank, comm->size);
-      // Gloo waits up to 5 times its timeout for a pair to connect: a fifth of the time left keeps
-      // connection set-up within the communicator's timeout.
-      context->setTimeout(std::max(adapter.Left() / 5, std::chrono::milliseconds(1)));
-      context->connectFullMesh(adapter, comm->device);
-      context->setTimeout(comm->timeout);  // what every collective waits at most
-      comm->context = std::move(context);
-      comm->shm = ShmGroup::Connect(comm.get(), adapter);
+      ConnectGloo(comm.get(), adapter);
+      comm->transport = ChooseTransport(comm.get(), adapter);
     } catch (...) {
       Failure f = CurrentFailure(comm->timeout);
       std::string message = "gloo: could not connect " + Describe(comm.get()) + ": " + f.message;
@@ -114,7 +87,9 @@ int CommCreate(const hvd_comm_config_v1* config, const hvd_store_v1* store, hvd_
 }
 
 void CommDestroy(hvd_comm* comm) {
-  delete comm;  // closes the context's connections, then stops the device's event loop
+  // The transport goes first (through shared memory, the peers learn this member has left), then
+  // the context's connections, then the device's event loop.
+  delete comm;
 }
 
 const char* LastError(const hvd_comm* comm) { return comm ? comm->last_error.c_str() : "no communicator"; }

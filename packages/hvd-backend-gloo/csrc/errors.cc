@@ -1,3 +1,4 @@
+// Classifying what the transports throw (errors.h).
 #include "errors.h"
 
 #include <algorithm>
@@ -8,7 +9,7 @@
 #include <gloo/common/error.h>
 #include <gloo/common/logging.h>
 
-#include "shm_group.h"
+#include "shm/host_backend.h"
 
 namespace hvd_gloo {
 namespace {
@@ -42,11 +43,13 @@ Failure FromTransportMessage(const std::string& raw, std::chrono::milliseconds t
   std::transform(lowered.begin(), lowered.end(), lowered.begin(), [](unsigned char c) { return std::tolower(c); });
   if (Contains(lowered, "timed out") || Contains(lowered, "timeout")) {
     return {HVD_ERR_TIMEOUT, "timed out after " + Seconds(timeout) +
-                                 " (HOROVOD_GLOO_TIMEOUT_SECONDS): a peer did not take part in time (Gloo: " + text + ")"};
+                                 " (HOROVOD_GLOO_TIMEOUT_SECONDS): a peer did not take part in time (Gloo: " + text +
+                                 ")"};
   }
   if (Contains(lowered, "closed") || Contains(lowered, "reset") || Contains(lowered, "broken pipe") ||
       Contains(lowered, "refused") || Contains(lowered, "eof")) {
-    return {HVD_ERR_PEER_LOST, "lost the connection to a peer, whose process has probably stopped (Gloo: " + text + ")"};
+    return {HVD_ERR_PEER_LOST,
+            "lost the connection to a peer, whose process has probably stopped (Gloo: " + text + ")"};
   }
   return {HVD_ERR_INTERNAL, "Gloo failed: " + text};
 }
@@ -60,8 +63,8 @@ Failure CurrentFailure(std::chrono::milliseconds timeout) {
     return {HVD_ERR_TIMEOUT, e.what()};
   } catch (const StoreFailure& e) {
     return {HVD_ERR_INTERNAL, e.what()};
-  } catch (const ShmFailure& e) {
-    return {e.status, e.message};
+  } catch (const hvd_shm::Failure& e) {
+    return {e.status, e.message, e.peer};
   } catch (const gloo::IoException& e) {
     return FromTransportMessage(e.what(), timeout);
   } catch (const gloo::EnforceNotMet& e) {

@@ -1,9 +1,11 @@
-// Turning Gloo's exceptions into hvd_status codes and last_error messages.
+// Turning the transports' exceptions into hvd_status codes and last_error messages.
 //
-// Every Gloo call runs inside Guarded(): Gloo reports failures by throwing (gloo::IoException for
-// transport errors and timeouts, gloo::EnforceNotMet for violated preconditions), and no exception
-// may cross the C ABI. A failed Gloo context cannot be used again, so the first failure marks the
-// communicator broken and later calls fail at once with the same status.
+// Every call into a transport runs inside Guarded(): Gloo reports failures by throwing
+// (gloo::IoException for transport errors and timeouts, gloo::EnforceNotMet for violated
+// preconditions), the shared-memory transport throws hvd_shm::Failure, and no exception may cross
+// the C ABI. A failed Gloo context cannot be used again, nor can members out of step on shared
+// memory, so the first failure marks the communicator broken and later calls fail at once with the
+// same status.
 #pragma once
 
 #include <chrono>
@@ -27,6 +29,7 @@ struct StoreFailure : std::runtime_error {
 struct Failure {
   int status;
   std::string message;
+  int32_t peer = -1;  // the member the call was waiting on, when the exception names it
 };
 
 // Classifies the exception currently being handled (call only inside a catch block).
@@ -38,7 +41,8 @@ int Fail(hvd_comm* comm, int status, std::string message);
 // "gloo allreduce (rank 0 of 2): " plus the peers the call was waiting on, for failure messages.
 std::string FailurePrefix(const hvd_comm* comm, const char* op);
 
-// Runs `fn` (which calls Gloo) for operation `op` on `comm`; returns HVD_OK or the failure status.
+// Runs `fn` (which calls the transport) for operation `op` on `comm`; returns HVD_OK or the failure
+// status.
 template <typename Fn>
 int Guarded(hvd_comm* comm, const char* op, Fn&& fn) {
   if (comm->broken_status != HVD_OK) {
@@ -52,6 +56,7 @@ int Guarded(hvd_comm* comm, const char* op, Fn&& fn) {
     return HVD_OK;
   } catch (...) {
     Failure f = CurrentFailure(comm->timeout);
+    if (f.peer >= 0) comm->waiting_on = {f.peer};
     std::string message = FailurePrefix(comm, op) + f.message;
     comm->broken_status = f.status;
     comm->broken_reason = message;

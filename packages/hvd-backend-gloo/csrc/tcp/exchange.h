@@ -1,5 +1,5 @@
-// A pairwise exchange between every two members, on Gloo's unbound buffers: the transport of
-// alltoallv and reducescatter.
+// A pairwise exchange between every two members, on Gloo's unbound buffers: how the TCP transport
+// moves alltoallv, reducescatter and small allreduces.
 #pragma once
 
 #include <cstddef>
@@ -27,16 +27,5 @@ struct Transfer {
 // collectives apart.
 void Exchange(hvd_comm* comm, uint8_t slot_prefix, const std::vector<Transfer>& transfers,
               const std::function<void(int32_t)>& arrived);
-
-}  // namespace hvd_gloo
-
-namespace hvd_gloo {
-
-// Allreduce for small buffers (allreduce_small.cc): every member sends its whole buffer to every
-// other member at once and folds the n buffers in rank order. One round of messages instead of
-// the ring's 2(n-1) dependent steps; every member folds in the same order, so all results are
-// bitwise equal. Throws what Gloo throws.
-void AllreduceByExchange(hvd_comm* comm, const void* sendbuf, void* recvbuf, size_t count, hvd_dtype dtype,
-                         hvd_reduce_op op);
 
 }  // namespace hvd_gloo

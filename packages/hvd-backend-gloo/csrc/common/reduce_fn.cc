@@ -1,10 +1,10 @@
-#include "reduce_fn.h"
+#include "common/reduce_fn.h"
 
 #include <cstring>
 
 #include "horovod/hvd_reduce.hpp"
 
-namespace hvd_gloo {
+namespace hvd_common {
 namespace {
 
 // One instantiation per (dtype, op): the switches of hvd::reduce_into fold away and the loops
@@ -50,4 +50,4 @@ ReduceFn ReduceFunction(hvd_dtype dtype, hvd_reduce_op op) {
   return nullptr;
 }
 
-}  // namespace hvd_gloo
+}  // namespace hvd_common

@@ -1,4 +1,4 @@
-#include "store_adapter.h"
+#include "tcp/store_adapter.h"
 
 #include <algorithm>
 #include <cctype>
@@ -23,7 +23,8 @@ StoreAdapter::StoreAdapter(const hvd_store_v1* store, std::string prefix, const 
 void StoreAdapter::set(const std::string& key, const std::vector<char>& data) {
   std::string full = prefix_ + key;
   int rc = store_->set(store_->ctx, full.c_str(), data.data(), data.size());
-  if (rc != HVD_OK) throw StoreFailure("could not publish store key '" + full + "' (status " + std::to_string(rc) + ")");
+  if (rc != HVD_OK)
+    throw StoreFailure("could not publish store key '" + full + "' (status " + std::to_string(rc) + ")");
 }
 
 std::vector<char> StoreAdapter::get(const std::string& key) {
@@ -67,9 +68,10 @@ std::vector<char> StoreAdapter::Fetch(const std::string& key) {
   if (rc == HVD_ERR_TIMEOUT) {
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%g s", (double)comm_->timeout.count() / 1000.0);
-    throw StoreTimeout(Describe(key) + " within " + seconds +
-                       " (HOROVOD_GLOO_TIMEOUT_SECONDS): it has not started, has failed, or is connecting "
-                       "through another store (store key '" + full + "')");
+    const std::string why =
+        " (HOROVOD_GLOO_TIMEOUT_SECONDS): it has not started, has failed, or is connecting "
+        "through another store (store key '";
+    throw StoreTimeout(Describe(key) + " within " + seconds + why + full + "')");
   }
   if (rc != HVD_OK) throw StoreFailure("could not read store key '" + full + "' (status " + std::to_string(rc) + ")");
   std::vector<char> out(static_cast<char*>(value), static_cast<char*>(value) + len);
@@ -87,7 +89,8 @@ std::string StoreAdapter::Describe(const std::string& key) const {
   for (char c : number) digits = digits && std::isdigit(static_cast<unsigned char>(c));
   if (digits) {
     int32_t r = std::stoi(number);
-    if (r >= 0 && r < comm_->size) return RankName(comm_, r) + (arrival ? " did not arrive" : " did not publish its Gloo address");
+    if (r >= 0 && r < comm_->size)
+      return RankName(comm_, r) + (arrival ? " did not arrive" : " did not publish its Gloo address");
   }
   return "no member published store key '" + key + "'";
 }

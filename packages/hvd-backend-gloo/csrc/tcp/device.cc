@@ -1,4 +1,4 @@
-#include "device.h"
+#include "tcp/device.h"
 
 #include <cstdlib>
 #include <stdexcept>

@@ -1,11 +1,11 @@
-// Signatures of collectives through shared memory (shm_signature.h).
-#include "shm_signature.h"
+// Signatures of collectives through shared memory (signature.h).
+#include "shm/signature.h"
 
 #include <cstring>
 
 #include "horovod/hvd_reduce.hpp"
 
-namespace hvd_gloo {
+namespace hvd_shm {
 namespace {
 
 constexpr uint64_t kFnvOffset = 1469598103934665603ull, kFnvPrime = 1099511628211ull;
@@ -42,20 +42,20 @@ uint64_t ScaleBits(double factor) {
 std::string DescribeSignature(const Signature& s) {
   const std::string bytes = std::to_string(s.bytes) + " bytes";
   const std::string of_dtype = s.dtype >= 0 ? std::string(" of ") + hvd::dtype_name((hvd_dtype)s.dtype) : "";
-  switch (s.op) {
-    case ShmOp::kAllreduce: {
+  switch (s.collective) {
+    case Collective::kAllreduce: {
       double scale;  // the allreduce's detail is its scale's bits (ScaleBits)
       std::memcpy(&scale, &s.detail, sizeof scale);
       const std::string scaled = scale != 1.0 ? ", results scaled by " + std::to_string(scale) : "";
       return "allreduce of " + bytes + of_dtype + " (" + ReduceName(s.reduce) + scaled + ")";
     }
-    case ShmOp::kAllgatherv: return "allgather of " + bytes + " in all";
-    case ShmOp::kBroadcast: return "broadcast of " + bytes + " from root " + std::to_string(s.root);
-    case ShmOp::kReducescatter: return "reducescatter of " + bytes + of_dtype + " (" + ReduceName(s.reduce) + ")";
-    case ShmOp::kAlltoallv: return "alltoall";
-    case ShmOp::kBarrier: return "barrier";
+    case Collective::kAllgatherv: return "allgather of " + bytes + " in all";
+    case Collective::kBroadcast: return "broadcast of " + bytes + " from root " + std::to_string(s.root);
+    case Collective::kReducescatter: return "reducescatter of " + bytes + of_dtype + " (" + ReduceName(s.reduce) + ")";
+    case Collective::kAlltoallv: return "alltoall";
+    case Collective::kBarrier: return "barrier";
   }
   return "an unknown collective";
 }
 
-}  // namespace hvd_gloo
+}  // namespace hvd_shm

@@ -1,22 +1,25 @@
-// Every collective through the shared-memory region (shm_group.h).
+// Every collective through the shared-memory region (group.h).
 //
 // Each collective moves through the members' slots in pieces of at most one slot. A member
 // copies its piece in, publishes a step, waits for its peers' step, reads what it needs, and
 // publishes that it has read; it waits for that last step of its peers only before it next
 // overwrites its slot, so the wait is usually already over by then. The first step of every
 // collective also carries its signature, which each member checks against its peers' before it
-// reads anything (shm_signature.h).
+// reads anything (signature.h).
+#include "shm/collectives.h"
+
 #include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
 
-#include "buffer_list.h"
-#include "elements.h"
-#include "shm_group.h"
+#include "common/elements.h"
 
-namespace hvd_gloo {
+namespace hvd_shm {
 namespace {
+
+using hvd_common::BufferList;
+using hvd_common::Sum;
 
 // Up to this many bytes per piece, every member folds all slots itself, in rank order: one
 // synchronisation. Above, each member reduces one part of the piece and the others copy it from its
@@ -38,7 +41,7 @@ constexpr size_t kBlockBytes = 64 * 1024;
 
 // out = slot(0) op slot(1) op ... op slot(n-1), over `count` elements at `offset` bytes into each
 // slot. Every member folds in rank order, so all results are bitwise equal.
-void FoldSlots(const ShmGroup& g, size_t offset, void* out, size_t count, hvd_dtype dtype, hvd_reduce_op op) {
+void FoldSlots(const Group& g, size_t offset, void* out, size_t count, hvd_dtype dtype, hvd_reduce_op op) {
   std::memcpy(out, g.slot(0) + offset, count * hvd::dtype_size(dtype));
   for (int32_t m = 1; m < g.size(); ++m) hvd::reduce_into(dtype, op, out, g.slot(m) + offset, count);
 }
@@ -51,7 +54,7 @@ size_t PieceOf(size_t total, size_t done, size_t limit) { return done < total ? 
 
 // Once a piece is in the slots: the step of the collective's first piece (`done` == 0) opens it,
 // its signature checked; later pieces' steps are only published and awaited.
-void AwaitPiece(ShmGroup& g, const Signature& collective, size_t done) {
+void AwaitPiece(Group& g, const Signature& collective, size_t done) {
   if (done == 0) {
     g.OpenStep(collective);
   } else {
@@ -68,11 +71,12 @@ std::vector<size_t> BlockOffsets(const size_t* counts, int32_t n, size_t element
 
 }  // namespace
 
-void ShmAllreduce(ShmGroup& g, const BufferList& buffers, hvd_dtype dtype, hvd_reduce_op op, double postscale) {
+void Allreduce(Group& g, const BufferList& buffers, hvd_dtype dtype, hvd_reduce_op op, double postscale) {
   const size_t element = buffers.element_size(), count = buffers.count();
   const int32_t n = g.size(), rank = g.rank();
   const size_t per_piece = g.slot_bytes() / element;
-  const Signature signature{ShmOp::kAllreduce, -1, (int32_t)dtype, (int32_t)op, count * element, ScaleBits(postscale)};
+  const Signature signature{Collective::kAllreduce, -1, (int32_t)dtype, (int32_t)op, count * element,
+                            ScaleBits(postscale)};
   for (size_t done = 0; done < count;) {
     const size_t c = std::min(per_piece, count - done);
     g.AwaitSlotFree();
@@ -119,11 +123,15 @@ void ShmAllreduce(ShmGroup& g, const BufferList& buffers, hvd_dtype dtype, hvd_r
   }
 }
 
-void ShmAllgatherv(ShmGroup& g, const void* sendbuf, void* recvbuf, const size_t* recvcounts, size_t element_size) {
+void Allgatherv(Group& g, const void* sendbuf, void* recvbuf, const size_t* recvcounts, size_t element_size) {
   const int32_t n = g.size(), rank = g.rank();
   const std::vector<size_t> offset = BlockOffsets(recvcounts, n, element_size);
   const size_t largest = *std::max_element(recvcounts, recvcounts + n) * element_size;
-  const Signature signature{ShmOp::kAllgatherv, -1, -1, -1, Sum(recvcounts, n) * element_size,
+  const Signature signature{Collective::kAllgatherv,
+                            -1,
+                            -1,
+                            -1,
+                            Sum(recvcounts, n) * element_size,
                             CountsDigest(recvcounts, (size_t)n, element_size)};
   uint8_t* out = static_cast<uint8_t*>(recvbuf);
   const uint8_t* mine = static_cast<const uint8_t*>(sendbuf);
@@ -141,9 +149,9 @@ void ShmAllgatherv(ShmGroup& g, const void* sendbuf, void* recvbuf, const size_t
   }
 }
 
-void ShmBroadcast(ShmGroup& g, void* buf, size_t bytes, int32_t root) {
+void Broadcast(Group& g, void* buf, size_t bytes, int32_t root) {
   uint8_t* data = static_cast<uint8_t*>(buf);
-  const Signature signature{ShmOp::kBroadcast, root, -1, -1, bytes, 0};
+  const Signature signature{Collective::kBroadcast, root, -1, -1, bytes, 0};
   for (size_t done = 0; done < bytes; done += g.slot_bytes()) {
     size_t b = PieceOf(bytes, done, g.slot_bytes());
     if (done == 0) {
@@ -164,8 +172,8 @@ void ShmBroadcast(ShmGroup& g, void* buf, size_t bytes, int32_t root) {
   }
 }
 
-void ShmReducescatter(ShmGroup& g, const void* sendbuf, void* recvbuf, const size_t* recvcounts, hvd_dtype dtype,
-                      hvd_reduce_op op) {
+void Reducescatter(Group& g, const void* sendbuf, void* recvbuf, const size_t* recvcounts, hvd_dtype dtype,
+                   hvd_reduce_op op) {
   const size_t element = hvd::dtype_size(dtype);
   const int32_t n = g.size(), rank = g.rank();
   size_t total = 0, first = 0;  // this member's block: elements [first, first + recvcounts[rank])
@@ -174,7 +182,11 @@ void ShmReducescatter(ShmGroup& g, const void* sendbuf, void* recvbuf, const siz
     total += recvcounts[m];
   }
   const size_t last = first + recvcounts[rank], per_piece = g.slot_bytes() / element;
-  const Signature signature{ShmOp::kReducescatter, -1, (int32_t)dtype, (int32_t)op, total * element,
+  const Signature signature{Collective::kReducescatter,
+                            -1,
+                            (int32_t)dtype,
+                            (int32_t)op,
+                            total * element,
                             CountsDigest(recvcounts, (size_t)n, element)};
   const uint8_t* in = static_cast<const uint8_t*>(sendbuf);
   uint8_t* out = static_cast<uint8_t*>(recvbuf);
@@ -189,14 +201,14 @@ void ShmReducescatter(ShmGroup& g, const void* sendbuf, void* recvbuf, const siz
   }
 }
 
-void ShmAlltoallv(ShmGroup& g, const void* sendbuf, const size_t* sendcounts, void* recvbuf, const size_t* recvcounts,
-                  size_t element_size) {
+void Alltoallv(Group& g, const void* sendbuf, const size_t* sendcounts, void* recvbuf, const size_t* recvcounts,
+               size_t element_size) {
   const int32_t n = g.size(), rank = g.rank();
   // First every member publishes its send counts: a receiver needs to know where its block lies
   // in each sender's stream (below), and how many windows the longest stream needs.
   std::vector<size_t> counts(sendcounts, sendcounts + n);
-  if (sizeof(size_t) * (size_t)n > g.slot_bytes()) throw ShmFailure{HVD_ERR_UNSUPPORTED, "too many members for the slot"};
-  const Signature signature{ShmOp::kAlltoallv, -1, -1, -1, 0, element_size};
+  if (sizeof(size_t) * (size_t)n > g.slot_bytes()) throw Failure{HVD_ERR_UNSUPPORTED, "too many members for the slot"};
+  const Signature signature{Collective::kAlltoallv, -1, -1, -1, 0, element_size};
   g.AwaitSlotFree();
   std::memcpy(g.slot(rank), counts.data(), sizeof(size_t) * n);
   g.OpenStep(signature);
@@ -214,9 +226,9 @@ void ShmAlltoallv(ShmGroup& g, const void* sendbuf, const size_t* sendcounts, vo
     block_bytes[p] = theirs[rank] * element_size;
     longest = std::max(longest, stream * element_size);
     if (theirs[rank] != recvcounts[p]) {
-      throw ShmFailure{HVD_ERR_INVALID_ARGUMENT, "rank " + std::to_string(p) + " sends " + std::to_string(theirs[rank]) +
-                                                     " elements to this member, which expects " +
-                                                     std::to_string(recvcounts[p])};
+      throw Failure{HVD_ERR_INVALID_ARGUMENT, "rank " + std::to_string(p) + " sends " + std::to_string(theirs[rank]) +
+                                                  " elements to this member, which expects " +
+                                                  std::to_string(recvcounts[p])};
     }
   }
   g.MarkSlotRead(g.Publish());
@@ -239,17 +251,18 @@ void ShmAlltoallv(ShmGroup& g, const void* sendbuf, const size_t* sendcounts, vo
       if (p == rank) continue;
       size_t from = std::max(block_start[p], window);
       size_t to = std::min(block_start[p] + block_bytes[p], window + g.slot_bytes());
-      if (from < to) std::memcpy(out + recv_offset[p] + (from - block_start[p]), g.slot(p) + (from - window), to - from);
+      if (from < to)
+        std::memcpy(out + recv_offset[p] + (from - block_start[p]), g.slot(p) + (from - window), to - from);
     }
     g.MarkSlotRead(g.Publish());
   }
 }
 
-void ShmBarrier(ShmGroup& g) {
-  const Signature signature{ShmOp::kBarrier, -1, -1, -1, 0, 0};
+void Barrier(Group& g) {
+  const Signature signature{Collective::kBarrier, -1, -1, -1, 0, 0};
   g.AwaitSlotFree();  // every peer has checked the previous collective's signature
   g.OpenStep(signature);
   g.MarkSlotRead(g.Publish());  // ... and the next collective waits until every peer checked this one
 }
 
-}  // namespace hvd_gloo
+}  // namespace hvd_shm

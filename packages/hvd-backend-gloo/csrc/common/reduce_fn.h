@@ -9,7 +9,7 @@
 
 #include "horovod/hvd_backend.h"
 
-namespace hvd_gloo {
+namespace hvd_common {
 
 // c[i] = a[i] op b[i] for n elements (c may equal a or b): the signature of AllreduceOptions::Func.
 using ReduceFn = void (*)(void* c, const void* a, const void* b, size_t n);
@@ -17,4 +17,4 @@ using ReduceFn = void (*)(void* c, const void* a, const void* b, size_t n);
 // The function for (dtype, op), or nullptr when either is unknown.
 ReduceFn ReduceFunction(hvd_dtype dtype, hvd_reduce_op op);
 
-}  // namespace hvd_gloo
+}  // namespace hvd_common

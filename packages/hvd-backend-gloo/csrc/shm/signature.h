@@ -4,7 +4,7 @@
 // with its own before it reads any data: members called with different collectives or arguments
 // then fail alike, naming what each was called with, instead of exchanging the wrong bytes (or
 // waiting for steps that never come). hvd's engine negotiates every collective before it calls the
-// backend; this guards callers of the C ABI that do not. Over TCP, Gloo's own checks do this.
+// backend; this guards callers of the C ABI that do not.
 #pragma once
 
 #include <cstddef>
@@ -13,12 +13,12 @@
 
 #include "horovod/hvd_backend.h"
 
-namespace hvd_gloo {
+namespace hvd_shm {
 
-enum class ShmOp : uint32_t { kAllreduce = 1, kAllgatherv, kBroadcast, kReducescatter, kAlltoallv, kBarrier };
+enum class Collective : uint32_t { kAllreduce = 1, kAllgatherv, kBroadcast, kReducescatter, kAlltoallv, kBarrier };
 
 struct Signature {
-  ShmOp op;
+  Collective collective;
   int32_t root = -1;   // broadcast
   int32_t dtype = -1;  // reductions: an hvd_dtype; -1 where only the element size matters
   int32_t reduce = -1;  // reductions: an hvd_reduce_op
@@ -26,7 +26,7 @@ struct Signature {
   uint64_t detail = 0;  // what else every member must pass alike: counts, the element size, the scale
 
   bool operator==(const Signature& o) const {
-    return op == o.op && root == o.root && dtype == o.dtype && reduce == o.reduce && bytes == o.bytes &&
+    return collective == o.collective && root == o.root && dtype == o.dtype && reduce == o.reduce && bytes == o.bytes &&
            detail == o.detail;
   }
   bool operator!=(const Signature& o) const { return !(*this == o); }
@@ -40,4 +40,4 @@ uint64_t ScaleBits(double factor);
 // "allreduce of 64 bytes of float32 (sum)", "broadcast of 16 bytes from root 1", ...
 std::string DescribeSignature(const Signature& s);
 
-}  // namespace hvd_gloo
+}  // namespace hvd_shm

@@ -1,4 +1,5 @@
-// Point-to-point send and receive (HVD_CAP_SEND_RECV) on Gloo's unbound buffers.
+// Point-to-point send and receive (HVD_CAP_SEND_RECV) on Gloo's unbound buffers, whichever
+// transport carries the communicator's collectives.
 //
 // Gloo's TCP transport sends an unbound buffer only once the peer has posted the matching
 // receive, so send() returns when the peer has received (like MPI_Ssend): two members that both

@@ -1,5 +1,6 @@
 // The buffers of a multi-buffer allreduce (hvd_backend_ext_v1::allreduce_buffers) seen as one
 // array of elements: the fused tensors of an engine cycle, each still where its caller keeps it.
+// Shared by every transport; depends on hvd-core's headers only.
 #pragma once
 
 #include <algorithm>
@@ -9,8 +10,9 @@
 #include <vector>
 
 #include "horovod/hvd_backend.h"
+#include "horovod/hvd_reduce.hpp"
 
-namespace hvd_gloo {
+namespace hvd_common {
 
 class BufferList {
  public:
@@ -19,8 +21,10 @@ class BufferList {
     for (size_t i = 0; i < n; ++i) start_[i + 1] = start_[i] + buffers[i].count;
   }
 
-  size_t count() const { return start_[n_]; }
+  size_t count() const { return start_[n_]; }  // elements in all
   size_t element_size() const { return element_; }
+  size_t size() const { return n_; }  // buffers
+  const hvd_buffer_pair& pair(size_t i) const { return buffers_[i]; }
 
   // Calls fn(send, recv, element_index, count) for each run of elements [first, last) that lies
   // in one buffer, in order; element_index is the run's first element in the whole array.
@@ -61,4 +65,11 @@ class BufferList {
   std::vector<size_t> start_;  // element index where each buffer starts; start_[n_] is the total
 };
 
-}  // namespace hvd_gloo
+// Multiplies every result (the receive side) by `factor`, when it is not 1.
+inline void ScaleResults(const BufferList& buffers, hvd_dtype dtype, double factor) {
+  if (factor == 1.0) return;
+  buffers.ForEachRun(0, buffers.count(),
+                     [&](const uint8_t*, uint8_t* recv, size_t, size_t n) { hvd::scale(dtype, recv, n, factor); });
+}
+
+}  // namespace hvd_common

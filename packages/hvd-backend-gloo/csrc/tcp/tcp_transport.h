@@ -1,0 +1,50 @@
+// The transport of members on several hosts (or with shared memory turned off): Gloo's algorithms
+// and pairwise exchanges on the communicator's Gloo context, over TCP.
+//
+//  - allreduce, allgatherv, broadcast, barrier: Gloo's own (collectives.cc), small allreduces in
+//    one exchange round instead (allreduce_small.cc);
+//  - the multi-buffer allreduce: packed into one buffer for Gloo's ring (allreduce_buffers.cc);
+//  - alltoallv and reducescatter: a pairwise exchange that skips empty blocks (exchange.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "comm.h"
+#include "transport.h"
+
+namespace hvd_gloo {
+
+class TcpTransport final : public Transport {
+ public:
+  explicit TcpTransport(hvd_comm* comm) : comm_(comm) {}
+
+  const char* name() const override { return "tcp"; }
+
+  void Allreduce(const void* sendbuf, void* recvbuf, size_t count, hvd_dtype dtype, hvd_reduce_op op) override;
+  void AllreduceBuffers(const hvd_common::BufferList& buffers, hvd_dtype dtype, hvd_reduce_op op,
+                        double postscale) override;
+  void Allgatherv(const void* sendbuf, void* recvbuf, const size_t* recvcounts, size_t element_size) override;
+  void Broadcast(void* buf, size_t count, size_t element_size, int32_t root) override;
+  void Alltoallv(const void* sendbuf, const size_t* sendcounts, void* recvbuf, const size_t* recvcounts,
+                 size_t element_size) override;
+  void Reducescatter(const void* sendbuf, void* recvbuf, const size_t* recvcounts, hvd_dtype dtype,
+                     hvd_reduce_op op) override;
+  void Barrier() override;
+
+ private:
+  // Every member sends its whole buffer to every other member at once and folds the n buffers in
+  // rank order (allreduce_small.cc). One round of messages instead of the ring's 2(n-1) dependent
+  // steps; every member folds in the same order, so all results are bitwise equal.
+  void AllreduceByExchange(const void* sendbuf, void* recvbuf, size_t count, hvd_dtype dtype, hvd_reduce_op op);
+
+  hvd_comm* comm_;
+  // Receive space of reducescatter and of small allreduces, kept between calls (grow-only).
+  std::vector<uint8_t> scratch_;
+  // Where a multi-buffer allreduce packs its buffers (the allreduce it then runs may use
+  // `scratch_`), kept between calls (grow-only).
+  std::vector<uint8_t> packed_;
+};
+
+}  // namespace hvd_gloo
