@@ -1,0 +1,68 @@
+// Loading a backend library through the C ABI, and the communicator wrapper the engine uses.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/common.h"
+#include "horovod/hvd_backend.h"
+
+namespace hvdcore {
+
+class Backend {
+ public:
+  // Opens `path` RTLD_LOCAL (a backend's symbols must never leak into the process: Debian's
+  // libgloo and torch's bundled gloo share hundreds of symbol names) and validates its table.
+  static Status Load(const std::string& path, std::shared_ptr<Backend>* out);
+
+  const hvd_backend_v1* api() const { return api_; }
+  // Whether the backend reduces several buffers, scaled, in one call (hvd_backend_ext_v1).
+  bool has_allreduce_buffers() const { return allreduce_buffers_ != nullptr; }
+  const std::string& path() const { return path_; }
+  std::string name() const { return api_->name ? api_->name : "?"; }
+
+ private:
+  friend class Comm;
+  const hvd_backend_v1* api_ = nullptr;
+  decltype(hvd_backend_ext_v1::allreduce_buffers) allreduce_buffers_ = nullptr;
+  std::string path_;
+};
+
+// One communicator of a backend, for one process set. Turns return codes into Status.
+class Comm {
+ public:
+  Comm(std::shared_ptr<Backend> backend, hvd_comm* handle, int32_t rank, int32_t size)
+      : backend_(std::move(backend)), handle_(handle), rank_(rank), size_(size) {}
+  ~Comm();
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  static Status Create(std::shared_ptr<Backend> backend, const hvd_comm_config_v1& config,
+                       const hvd_store_v1* store, std::unique_ptr<Comm>* out);
+
+  int32_t rank() const { return rank_; }
+  int32_t size() const { return size_; }
+  const Backend& backend() const { return *backend_; }
+
+  Status Allreduce(const void* send, void* recv, size_t count, hvd_dtype dtype, hvd_reduce_op op);
+  // Only where backend().has_allreduce_buffers(). Sets *declined, and does nothing else, where the
+  // backend leaves this call to the engine (HVD_ERR_UNSUPPORTED, on every member alike).
+  Status AllreduceBuffers(const std::vector<hvd_buffer_pair>& buffers, hvd_dtype dtype, hvd_reduce_op op,
+                          double postscale, bool* declined);
+  Status Allgatherv(const void* send, void* recv, const std::vector<size_t>& counts, hvd_dtype dtype);
+  Status Broadcast(void* buf, size_t count, hvd_dtype dtype, int32_t root);
+  Status Alltoallv(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                   const std::vector<size_t>& recv_counts, hvd_dtype dtype);
+  Status Reducescatter(const void* send, void* recv, const std::vector<size_t>& counts,
+                       hvd_dtype dtype, hvd_reduce_op op);
+  Status Barrier();
+
+ private:
+  Status Check(int rc, const char* what) const;
+  std::shared_ptr<Backend> backend_;
+  hvd_comm* handle_;
+  int32_t rank_, size_;
+};
+
+}  // namespace hvdcore

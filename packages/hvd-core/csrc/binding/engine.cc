@@ -1,0 +1,107 @@
+// Engine: starting and stopping an engine, submitting operations, process sets, the timeline and
+// the engine's counters.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "binding/bindings.h"
+#include "binding/caller_buffer.h"
+#include "core/output_buffer.h"
+#include "engine/engine.h"
+#include "horovod/hvd_reduce.hpp"
+
+namespace hvdcore::binding {
+
+using namespace nb::literals;
+
+void BindEngine(nb::module_& m) {
+  nb::class_<Engine>(m, "Engine")
+      .def(nb::init<EngineConfig, std::shared_ptr<Backend>, std::shared_ptr<KVStore>>(), "config"_a, "backend"_a,
+           "store"_a)
+      .def("start", &Engine::Start, nb::call_guard<nb::gil_scoped_release>())
+      .def("shutdown", &Engine::Shutdown, nb::call_guard<nb::gil_scoped_release>())
+      .def_prop_ro("running", &Engine::running)
+      .def_prop_ro("rank", [](const Engine& e) { return e.config().rank; })
+      .def_prop_ro("size", [](const Engine& e) { return e.config().size; })
+      .def_prop_ro("backend_name", [](const Engine& e) { return e.backend().name(); })
+      .def(
+          "enqueue",
+          [](Engine& eng, int op_type, const std::string& name, std::optional<CallerBuffer> input, int dtype,
+             std::vector<int64_t> shape, std::optional<CallerBuffer> output, int op, int root, double prescale,
+             double postscale, int process_set, std::optional<std::vector<int64_t>> splits, int64_t group_id,
+             int group_size, uint32_t device_kind, bool inplace) {
+            if (op_type < 0 || op_type >= kOpTypeCount) Throw(Status::InvalidArgument("unknown op type"));
+            if (op < 0 || op >= kReduceOpCount)
+              Throw(Status::InvalidArgument("unknown reduce op " + std::to_string(op)));
+            auto e = std::make_unique<TensorEntry>();
+            e->type = (OpType)op_type;
+            e->name = name;
+            e->input = MakeView("input", name, input, dtype, shape, device_kind);
+            if (inplace) {
+              e->output = e->input;  // the result overwrites the input: one buffer crosses, not two
+            } else if (output) {
+              e->output = MakeView("output", name, output, dtype, shape, device_kind);
+              // hvd's frameworks allocate a separate output just before submitting, and the
+              // collective writes it first: in huge pages, a large one takes a fraction of the
+              // page faults' time (core/output_buffer.h). Other callers' outputs get the same advice,
+              // which changes no data.
+              if (device_kind == HVD_DEVICE_CPU) {
+                AdviseCallerOutput(e->output.data, (size_t)e->output.num_elements() * hvd::dtype_size(e->output.dtype));
+              }
+            }
+            e->op = (ReduceOp)op;
+            e->root = root;
+            e->prescale = prescale;
+            e->postscale = postscale;
+            e->process_set_id = process_set;
+            if (splits) e->splits = *splits;
+            e->group_id = group_id;
+            e->group_size = group_size;
+            return eng.Enqueue(std::move(e));
+          },
+          "op_type"_a, "name"_a, "input"_a.none(), "dtype"_a, "shape"_a, "output"_a.none() = nb::none(),
+          "op"_a = (int)ReduceOp::kSum, "root"_a = -1, "prescale"_a = 1.0, "postscale"_a = 1.0, "process_set"_a = 0,
+          "splits"_a.none() = nb::none(), "group_id"_a = -1, "group_size"_a = 0,
+          "device_kind"_a = (uint32_t)HVD_DEVICE_CPU, "inplace"_a = false)
+      .def("add_process_set", &Engine::AddProcessSet, "ranks"_a)
+      .def("remove_process_set", &Engine::RemoveProcessSet, "id"_a)
+      .def("process_sets",
+           [](Engine& e) {
+             std::vector<std::pair<int32_t, std::vector<int32_t>>> out;
+             for (auto& info : e.ProcessSets()) out.emplace_back(info.id, info.ranks);
+             return out;
+           })
+      .def("process_set_size", &Engine::ProcessSetSize, "id"_a)
+      .def("process_set_rank", &Engine::ProcessSetRank, "id"_a)
+      .def("start_timeline", &Engine::StartTimeline, "path"_a, "mark_cycles"_a = false)
+      .def("stop_timeline", &Engine::StopTimeline)
+      .def("stats", [](const Engine& e) {
+        nb::dict d;
+        const NegotiationStats& n = e.negotiation_stats();
+        const ExecutionStats& x = e.execution_stats();
+        d["cycles"] = n.cycles.load();
+        d["coordinator_rounds"] = n.coordinator_rounds.load();
+        d["cache_hits"] = n.cache_hits.load();
+        d["inline_reductions"] = n.inline_reductions.load();
+        d["tensors"] = x.tensors.load();
+        d["fused_batches"] = x.fused_batches.load();
+        d["declined_buffer_calls"] = x.declined_buffer_calls.load();
+        nb::dict calls;
+        for (int t = 0; t < kOpTypeCount; ++t) calls[OpTypeName((OpType)t)] = x.backend_calls[t].load();
+        d["backend_calls"] = calls;
+        d["blocked_callers"] = e.blocked_callers();  // threads waiting in synchronize() right now
+        return d;
+      });
+}
+
+}  // namespace hvdcore::binding

@@ -1,0 +1,34 @@
+// EngineConfig: the settings an engine starts with (horovod.common fills them from HOROVOD_*).
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "binding/bindings.h"
+#include "engine/engine.h"
+
+namespace hvdcore::binding {
+
+void BindEngineConfig(nb::module_& m) {
+  nb::class_<EngineConfig>(m, "EngineConfig")
+      .def(nb::init<>())
+      .def_rw("rank", &EngineConfig::rank)
+      .def_rw("size", &EngineConfig::size)
+      .def_rw("key_prefix", &EngineConfig::key_prefix)
+      .def_rw("fusion_threshold", &EngineConfig::fusion_threshold)
+      .def_rw("cycle_time_ms", &EngineConfig::cycle_time_ms)
+      .def_rw("cache_capacity", &EngineConfig::cache_capacity)
+      .def_rw("inline_bytes", &EngineConfig::inline_bytes)
+      .def_rw("stall_check_enabled", &EngineConfig::stall_check_enabled)
+      .def_rw("stall_check_s", &EngineConfig::stall_check_s)
+      .def_rw("stall_shutdown_s", &EngineConfig::stall_shutdown_s)
+      .def_rw("timeline_path", &EngineConfig::timeline_path)
+      .def_rw("timeline_mark_cycles", &EngineConfig::timeline_mark_cycles)
+      .def_rw("log_level", &EngineConfig::log_level)
+      .def_rw("log_hide_time", &EngineConfig::log_hide_time)
+      .def_rw("timeout_ms", &EngineConfig::timeout_ms)
+      .def_rw("dynamic_process_sets", &EngineConfig::dynamic_process_sets)
+      .def_rw("process_sets", &EngineConfig::process_sets)
+      .def_rw("failure_report_key", &EngineConfig::failure_report_key)
+      .def_rw("failure_report_wait_ms", &EngineConfig::failure_report_wait_ms);
+}
+
+}  // namespace hvdcore::binding

@@ -1,0 +1,71 @@
+// Handle: a submitted operation's completion, and its result handed to Python without a copy.
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "binding/bindings.h"
+#include "core/handle.h"
+#include "core/output_buffer.h"
+#include "horovod/hvd_backend.h"
+
+namespace hvdcore::binding {
+
+using namespace nb::literals;
+
+namespace {
+
+nb::dlpack::dtype DlpackDtype(hvd_dtype d) {
+  switch (d) {
+    case HVD_DTYPE_UINT8: return nb::dtype<uint8_t>();
+    case HVD_DTYPE_INT8: return nb::dtype<int8_t>();
+    case HVD_DTYPE_INT16: return nb::dtype<int16_t>();
+    case HVD_DTYPE_INT32: return nb::dtype<int32_t>();
+    case HVD_DTYPE_INT64: return nb::dtype<int64_t>();
+    case HVD_DTYPE_FLOAT16: return {(uint8_t)nb::dlpack::dtype_code::Float, 16, 1};
+    case HVD_DTYPE_BFLOAT16: return {(uint8_t)nb::dlpack::dtype_code::Bfloat, 16, 1};
+    case HVD_DTYPE_FLOAT32: return nb::dtype<float>();
+    case HVD_DTYPE_FLOAT64: return nb::dtype<double>();
+    case HVD_DTYPE_BOOL: return nb::dtype<bool>();
+  }
+  return nb::dtype<uint8_t>();
+}
+
+nb::object OutputOf(HandleState& h, bool raw) {
+  if (!h.output) return nb::none();
+  auto* keep = new std::shared_ptr<Buffer>(h.output);
+  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<Buffer>*>(p); });
+  if (raw) {
+    size_t n = h.output->bytes();
+    return nb::cast(nb::ndarray<nb::numpy, uint8_t>(h.output->data(), 1, &n, owner));
+  }
+  std::vector<size_t> shape(h.output_shape.begin(), h.output_shape.end());
+  return nb::cast(
+      nb::ndarray<>(h.output->data(), shape.size(), shape.data(), owner, nullptr, DlpackDtype(h.output_dtype)));
+}
+
+}  // namespace
+
+void BindHandle(nb::module_& m) {
+  nb::class_<HandleState>(m, "Handle")
+      .def("poll", &HandleState::poll, "True once the operation has completed; never blocks.")
+      .def(
+          "wait",
+          [](HandleState& h) {
+            if (!h.poll()) {  // a completed op (the common case in synchronize) skips the GIL round trip
+              nb::gil_scoped_release nogil;
+              h.Wait();
+            }
+            if (!h.status().ok()) Throw(h.status());
+          },
+          "Blocks (without the GIL) until completion; raises the operation's error.")
+      .def("output", &OutputOf, "raw"_a = false,
+           "The engine-allocated result (DLPack-capable array), or None; raw=True gives its bytes as uint8.")
+      .def_prop_ro("output_shape", [](const HandleState& h) { return h.output_shape; })
+      .def_prop_ro("received_splits", [](const HandleState& h) { return h.received_splits; })
+      .def_prop_ro("value", [](const HandleState& h) { return h.value; });
+}
+
+}  // namespace hvdcore::binding

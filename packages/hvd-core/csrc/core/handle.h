@@ -1,0 +1,110 @@
+// Completion state of one submitted operation, shared by the engine and the caller's handle.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/common.h"
+#include "core/output_buffer.h"
+
+namespace hvdcore {
+
+// What an engine's loop learns from its callers: how many are blocked waiting for a result, and a
+// wake-up as soon as one starts to. While a caller is blocked, its core is free for the engine to
+// cycle quickly (engine/cycle_pacer.h), and whatever it submitted before is all there is for now,
+// so the engine need not wait for more (Engine::AwaitWork). Shared by the engine and its handles,
+// which may outlive it.
+class CallerBell {
+ public:
+  int blocked() const { return blocked_.load(std::memory_order_relaxed); }
+  // How many times a caller has started to block: a burst is over when this changes after its
+  // first operation (a thread blocked since before, in join() say, says nothing about it).
+  uint64_t rings() const { return rings_.load(std::memory_order_relaxed); }
+  void CallerBlocks() {
+    blocked_.fetch_add(1, std::memory_order_relaxed);
+    rings_.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lk(mu_);
+    if (wake_) wake_();
+  }
+  void CallerResumes() { blocked_.fetch_sub(1, std::memory_order_relaxed); }
+  // The engine rings its loop through `wake` from construction until destruction.
+  void Attach(std::function<void()> wake) {
+    std::lock_guard<std::mutex> lk(mu_);
+    wake_ = std::move(wake);
+  }
+  void Detach() { Attach(nullptr); }
+
+ private:
+  std::atomic<int> blocked_{0};
+  std::atomic<uint64_t> rings_{0};
+  std::mutex mu_;  // orders ringing against Detach(): no wake-up reaches a destroyed engine
+  std::function<void()> wake_;
+};
+
+class HandleState {
+ public:
+  explicit HandleState(std::shared_ptr<CallerBell> bell = nullptr) : bell_(std::move(bell)) {}
+  bool poll() const { return done_.load(std::memory_order_acquire); }
+  // Blocks until done; callers release the GIL first.
+  void Wait() {
+    if (poll()) return;
+    if (bell_) bell_->CallerBlocks();
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return done_.load(std::memory_order_acquire); });
+    }
+    if (bell_) bell_->CallerResumes();
+  }
+  void Complete(Status status) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      status_ = std::move(status);
+      done_.store(true, std::memory_order_release);
+    }
+    cv_.notify_all();
+  }
+  const Status& status() const { return status_; }
+
+  // Results, written by the engine before Complete().
+  std::shared_ptr<Buffer> output;
+  std::vector<int64_t> output_shape;
+  hvd_dtype output_dtype = HVD_DTYPE_FLOAT32;
+  std::vector<int64_t> received_splits;
+  int64_t value = -1;  // join: last joined rank; add_process_set: the new id
+
+ private:
+  std::shared_ptr<CallerBell> bell_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<bool> done_{false};
+  Status status_;
+};
+
+// One operation waiting in the engine, from enqueue to completion.
+struct TensorEntry {
+  std::string name;
+  int32_t process_set_id = 0;
+  OpType type = OpType::kAllreduce;
+  TensorView input;
+  TensorView output;  // preallocated by the caller (allreduce, broadcast) or empty
+  ReduceOp op = ReduceOp::kSum;
+  int32_t root = -1;
+  double prescale = 1.0, postscale = 1.0;
+  std::vector<int64_t> splits;  // alltoall: rows sent to each member
+  int64_t group_id = -1;
+  int32_t group_size = 0;
+  std::vector<int32_t> ranks;  // add_process_set members / remove_process_set id
+  std::shared_ptr<HandleState> handle;
+  int64_t enqueued_us = 0;
+
+  // Negotiation state, touched only by the background thread.
+  bool sent_to_coordinator = false;
+  int64_t pending_since_us = 0;
+};
+
+}  // namespace hvdcore

@@ -1,0 +1,554 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "engine/validation.h"
+
+namespace hvdcore {
+
+Engine::Engine(EngineConfig config, std::shared_ptr<Backend> backend, std::shared_ptr<KVStore> store)
+    : config_(std::move(config)),
+      log_(config_.rank, (LogLevel)config_.log_level, config_.log_hide_time),
+      backend_(std::move(backend)),
+      store_(std::move(store)),
+      stall_settings_(config_.stall_check_enabled, config_.stall_check_s, config_.stall_shutdown_s),
+      controller_(log_, config_.inline_bytes),
+      executor_(log_, timeline_, config_.fusion_threshold, execution_stats_,
+                [this](ProcessSet& ps, std::unique_ptr<TensorEntry> e, Status s) {
+                  Complete(ps, std::move(e), std::move(s));
+                }),
+      cycle_(std::max<int64_t>(1, (int64_t)(config_.cycle_time_ms * 1000))),
+      pacer_(cycle_) {
+  bell_->Attach([this] {
+    std::lock_guard<std::mutex> lk(mu_);
+    cv_.notify_one();
+  });
+}
+
+Engine::~Engine() {
+  bell_->Detach();  // handles outlive the engine; their callers must no longer wake it
+  Shutdown();
+}
+
+Status Engine::Connect(ProcessSet& ps) {
+  if (!ps.member()) return Status::Ok();
+  std::vector<int32_t> job_ranks = ps.ranks;
+  std::string prefix = config_.key_prefix + "/ps" + std::to_string(ps.id);
+  hvd_comm_config_v1 cc{};
+  cc.struct_size = sizeof cc;
+  cc.rank = ps.my_rank;
+  cc.size = ps.size();
+  cc.job_ranks = job_ranks.data();
+  cc.key_prefix = prefix.c_str();
+  cc.timeout_ms = config_.timeout_ms;
+  cc.device_kind = HVD_DEVICE_CPU;
+  cc.device_id = -1;
+  return Comm::Create(backend_, cc, store_->c_store(), &ps.comm);
+}
+
+// Settings that shape the negotiation protocol must be equal everywhere, or the bit-vectors of
+// different ranks would silently mean different things.
+Status Engine::CheckConfigAgreement() {
+  ProcessSet& global = *sets_.at(0);
+  int32_t n = global.size();
+  // Static process sets must list the same ranks everywhere: compared through a hash.
+  uint64_t sets_hash = 1469598103934665603ull;
+  for (const auto& set : config_.process_sets) {
+    std::vector<int32_t> sorted = set;
+    std::sort(sorted.begin(), sorted.end());
+    for (int32_t r : sorted) sets_hash = (sets_hash ^ (uint64_t)(uint32_t)r) * 1099511628211ull;
+    sets_hash = (sets_hash ^ 0xFFFFFFFFull) * 1099511628211ull;
+  }
+  constexpr int kCount = 5;
+  int64_t mine[kCount] = {config_.cache_capacity, config_.inline_bytes, config_.dynamic_process_sets ? 1 : 0,
+                          (int64_t)(sets_hash >> 1), config_.fusion_threshold};
+  std::vector<int64_t> all(kCount * (size_t)n);
+  Status st = global.comm->Allgatherv(mine, all.data(), std::vector<size_t>(n, kCount), HVD_DTYPE_INT64);
+  if (!st.ok()) return st;
+  // Each of these shapes the collective calls every rank makes: ranks that differ would diverge.
+  const char* names[kCount] = {"HOROVOD_CACHE_CAPACITY", "HOROVOD_NEGOTIATION_INLINE_BYTES",
+                               "HOROVOD_DYNAMIC_PROCESS_SETS", "the static process sets (a hash of their ranks)",
+                               "HOROVOD_FUSION_THRESHOLD"};
+  for (int k = 0; k < kCount; ++k) {
+    for (int32_t r = 0; r < n; ++r) {
+      if (all[kCount * r + k] != all[k]) {
+        return Status::InvalidArgument(std::string(names[k]) + " differs between ranks: rank 0 has " +
+                                       std::to_string(all[k]) + ", rank " + std::to_string(r) + " has " +
+                                       std::to_string(all[kCount * r + k]) + "; every rank must use the same setting");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+void Engine::Start() {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (started_) throw StatusError{Status::InvalidArgument("this engine was already started")};
+  started_ = true;
+  if (config_.size < 1 || config_.rank < 0 || config_.rank >= config_.size) {
+    throw StatusError{Status::InvalidArgument("rank " + std::to_string(config_.rank) + " is out of range for size " +
+                                              std::to_string(config_.size))};
+  }
+  std::vector<int32_t> everyone(config_.size);
+  for (int32_t r = 0; r < config_.size; ++r) everyone[r] = r;
+  sets_[0] = std::make_unique<ProcessSet>(0, everyone, config_.rank, config_.cache_capacity, stall_settings_);
+  std::set<std::vector<int32_t>> seen = {everyone};
+  for (const auto& given : config_.process_sets) {
+    std::vector<int32_t> ranks = given;
+    std::sort(ranks.begin(), ranks.end());
+    if (ranks.empty() || std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end() || ranks.front() < 0 ||
+        ranks.back() >= config_.size) {
+      throw StatusError{Status::InvalidArgument("process set " + RanksString(given) +
+                                                " must list distinct ranks in [0, " + std::to_string(config_.size) + ")")};
+    }
+    if (!seen.insert(ranks).second) {
+      throw StatusError{Status::InvalidArgument("process set " + RanksString(ranks) + " is given twice")};
+    }
+    int32_t id = next_set_id_++;
+    sets_[id] = std::make_unique<ProcessSet>(id, ranks, config_.rank, config_.cache_capacity, stall_settings_);
+  }
+  for (auto& kv : sets_) {
+    Status st = Connect(*kv.second);
+    if (st.ok() && kv.first == 0) st = CheckConfigAgreement();
+    if (!st.ok()) {
+      sets_.clear();
+      throw StatusError{st};
+    }
+  }
+  if (!config_.timeline_path.empty() && config_.rank == 0) {
+    Status st = timeline_.Start(config_.timeline_path, config_.timeline_mark_cycles);
+    if (!st.ok()) HVD_LOG(log_, kWarning) << st.message();
+  }
+  running_ = true;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Engine::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    shutdown_requested_ = true;
+  }
+  cv_.notify_all();
+  std::thread loop;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    loop.swap(thread_);  // only one caller joins, even if two shut down at once
+  }
+  if (loop.joinable()) loop.join();
+  std::lock_guard<std::mutex> lk(mu_);
+  sets_.clear();  // destroys the communicators
+  timeline_.Stop();
+}
+
+bool Engine::running() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return running_;
+}
+
+ProcessSet* Engine::FindSet(int32_t id) {
+  auto it = sets_.find(id);
+  if (it == sets_.end() || std::find(sets_to_remove_.begin(), sets_to_remove_.end(), id) != sets_to_remove_.end())
+    return nullptr;
+  return it->second.get();
+}
+
+std::shared_ptr<HandleState> Engine::Enqueue(std::unique_ptr<TensorEntry> e) {
+  std::unique_lock<std::mutex> lk(mu_);
+  if (!running_) {
+    throw StatusError{Status::Aborted(stop_status_.ok() ? "Horovod is not running: call hvd.init() first"
+                                                        : "Horovod has stopped: " + stop_status_.message())};
+  }
+  ProcessSet* ps = FindSet(e->process_set_id);
+  if (!ps) {
+    throw StatusError{Status::InvalidArgument(std::string(OpTypeName(e->type)) + " of tensor '" + e->name +
+                                              "': process set " + std::to_string(e->process_set_id) +
+                                              " does not exist (or has been removed)")};
+  }
+  if (!ps->member()) {
+    throw StatusError{Status::InvalidArgument(std::string(OpTypeName(e->type)) + " of tensor '" + e->name + "': rank " +
+                                              std::to_string(config_.rank) + " is not a member of process set " +
+                                              std::to_string(ps->id) + " (ranks " + RanksString(ps->ranks) + ")")};
+  }
+  Status st = ValidateEntry(*e, ps->size(), backend_->api()->device_kinds);
+  if (!st.ok()) throw StatusError{st};
+  if (!ps->in_flight.insert(e->name).second) {
+    throw StatusError{Status::InvalidArgument(
+        std::string(OpTypeName(e->type)) + " of tensor '" + e->name + "': an operation with this name is already in "
+        "progress on process set " + std::to_string(ps->id) + "; names of operations in flight must be unique")};
+  }
+  auto handle = std::make_shared<HandleState>(bell_);
+  e->handle = handle;
+  e->enqueued_us = NowMicros();
+  // Only the first of a burst wakes the loop, which then waits for the rest (AwaitWork), and only
+  // if the loop would otherwise sleep past the burst's cycle: waking a thread costs the caller tens
+  // of microseconds on a virtual machine, for each gradient of a backward pass. A caller that
+  // blocks rings the bell, which wakes the loop whatever its deadline.
+  bool wake = false;
+  if (queue_.empty()) {
+    first_enqueue_ = std::chrono::steady_clock::now();
+    rings_at_first_enqueue_ = bell_->rings();
+    wake = loop_waiting_ && loop_wakes_at_ > first_enqueue_ + cycle_;
+  }
+  queue_.push_back(std::move(e));
+  lk.unlock();
+  if (wake) cv_.notify_one();  // a busy loop drains the queue at its next cycle anyway
+  return handle;
+}
+
+std::shared_ptr<HandleState> Engine::AddProcessSet(std::vector<int32_t> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!config_.dynamic_process_sets) {
+      throw StatusError{Status::InvalidArgument(
+          "adding process sets after init() requires dynamic process sets: set HOROVOD_DYNAMIC_PROCESS_SETS=1")};
+    }
+    if (ranks.empty() || std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end() || ranks.front() < 0 ||
+        ranks.back() >= config_.size) {
+      throw StatusError{Status::InvalidArgument("process set " + RanksString(ranks) + " must list distinct ranks in [0, " +
+                                                std::to_string(config_.size) + ")")};
+    }
+    for (auto& kv : sets_)
+      if (kv.second->ranks == ranks && !std::count(sets_to_remove_.begin(), sets_to_remove_.end(), kv.first))
+        throw StatusError{Status::InvalidArgument("a process set with ranks " + RanksString(ranks) +
+                                                  " already exists (id " + std::to_string(kv.first) + ")")};
+  }
+  auto e = std::make_unique<TensorEntry>();
+  e->type = OpType::kAddProcessSet;
+  e->name = NextProcessSetChangeName();
+  e->ranks = ranks;
+  return Enqueue(std::move(e));
+}
+
+std::shared_ptr<HandleState> Engine::RemoveProcessSet(int32_t id) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!config_.dynamic_process_sets) {
+      throw StatusError{Status::InvalidArgument(
+          "removing process sets requires dynamic process sets: set HOROVOD_DYNAMIC_PROCESS_SETS=1")};
+    }
+    if (id == 0) throw StatusError{Status::InvalidArgument("the global process set (id 0) cannot be removed")};
+    if (!FindSet(id)) throw StatusError{Status::InvalidArgument("process set " + std::to_string(id) + " does not exist")};
+  }
+  auto e = std::make_unique<TensorEntry>();
+  e->type = OpType::kRemoveProcessSet;
+  e->name = NextProcessSetChangeName();
+  e->ranks = {id};
+  return Enqueue(std::move(e));
+}
+
+std::string Engine::NextProcessSetChangeName() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return "__hvd.process_set_change." + std::to_string(process_set_requests_++);
+}
+
+std::vector<ProcessSetInfo> Engine::ProcessSets() {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<ProcessSetInfo> out;
+  for (auto& kv : sets_)
+    if (FindSet(kv.first)) out.push_back({kv.first, kv.second->ranks});
+  return out;
+}
+
+int32_t Engine::ProcessSetSize(int32_t id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  ProcessSet* ps = FindSet(id);
+  return ps ? ps->size() : -1;
+}
+
+int32_t Engine::ProcessSetRank(int32_t id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  ProcessSet* ps = FindSet(id);
+  return ps ? ps->my_rank : -1;
+}
+
+void Engine::StartTimeline(const std::string& path, bool mark_cycles) {
+  if (config_.rank != 0) return;  // rank 0 writes the job's timeline
+  Status st = timeline_.Start(path, mark_cycles);
+  if (!st.ok()) throw StatusError{st};
+}
+
+void Engine::StopTimeline() { timeline_.Stop(); }
+
+void Engine::Complete(ProcessSet& ps, std::unique_ptr<TensorEntry> e, Status status) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ps.in_flight.erase(e->name);
+  }
+  e->handle->Complete(std::move(status));
+}
+
+// When no rank has anything pending, cycles slow down (doubling, up to this many cycle times) so
+// an idle job does not keep cores busy; any work, on any rank, brings them back to full speed.
+constexpr int64_t kMaxIdleCycleMultiple = 16;
+
+void Engine::AwaitWork(std::unique_lock<std::mutex>& lk, std::chrono::microseconds wait) {
+  const auto idle_deadline = std::chrono::steady_clock::now() + wait;
+  loop_waiting_ = true;
+  bool watched = false;
+  while (!shutdown_requested_) {
+    const auto now = std::chrono::steady_clock::now();
+    if (queue_.empty()) {
+      if (now >= idle_deadline) break;
+      loop_wakes_at_ = idle_deadline;
+      cv_.wait_until(lk, idle_deadline);
+      continue;  // a first operation may have arrived just as the wait timed out
+    }
+    // Submitted work waits for a caller to block, or for one cycle time at most: also when quick
+    // cycles were due (a caller blocked on earlier work), which would take the burst in parts.
+    const auto work_deadline = first_enqueue_ + cycle_;
+    if (bell_->rings() != rings_at_first_enqueue_ || now >= work_deadline) break;
+    if (!watched) {
+      // A caller that submits one operation and waits for it blocks microseconds later: watching
+      // for that, awake, saves a second wake-up of this thread, which costs tens of microseconds
+      // (more on a virtual machine). A burst keeps submitting past it, and the loop then sleeps.
+      watched = true;
+      lk.unlock();
+      const auto until = std::min(work_deadline, now + kWatchForCaller);
+      // Yielding, not spinning: the caller may need this very core to get there.
+      while (bell_->rings() == rings_at_first_enqueue_ && std::chrono::steady_clock::now() < until)
+        std::this_thread::yield();
+      lk.lock();
+      continue;
+    }
+    cv_.wait_until(lk, work_deadline);
+  }
+  loop_waiting_ = false;
+}
+
+void Engine::Loop() {
+  auto idle_wait = cycle_;
+  Status failure;
+  bool stop = false;
+  StopCause cause = StopCause::kThisRank;
+  while (!stop) {
+    std::vector<ProcessSet*> active;
+    StopWish wish;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      AwaitWork(lk, idle_wait);
+      while (!queue_.empty()) {
+        std::unique_ptr<TensorEntry> e = std::move(queue_.front());
+        queue_.pop_front();
+        ProcessSet* ps = FindSet(e->process_set_id);
+        if (!ps) {  // removed between enqueue and now
+          lk.unlock();
+          e->handle->Complete(Status::InvalidArgument("process set " + std::to_string(e->process_set_id) + " was removed"));
+          lk.lock();
+          continue;
+        }
+        if (timeline_.active()) {
+          std::string activity = std::string("NEGOTIATE_") + OpTypeName(e->type);
+          for (char& c : activity) c = (char)toupper(c);
+          timeline_.Begin(e->name, activity, e->enqueued_us);
+        }
+        if (e->type == OpType::kJoin) ps->joined = true;
+        e->pending_since_us = NowMicros();
+        ps->arrival.push_back(e->name);
+        ps->pending[e->name] = std::move(e);
+      }
+      wish = !shutdown_requested_ ? StopWish::kNone : deferred_failure_.ok() ? StopWish::kStop : StopWish::kStopFailed;
+      for (auto& kv : sets_)
+        if (kv.second->member()) active.push_back(kv.second.get());
+    }
+    timeline_.MarkCycle();
+    bool anyone_busy = false;
+    for (ProcessSet* ps : active) {
+      failure = RunSet(*ps, wish, &stop, &anyone_busy, &cause);
+      if (stop || !failure.ok()) {
+        stop = true;
+        break;
+      }
+    }
+    if (!anyone_busy) {
+      idle_wait = std::min(std::max(idle_wait, cycle_) * 2, cycle_ * kMaxIdleCycleMultiple);
+    } else {  // quicker cycles only while a caller waits: otherwise they would take its core
+      idle_wait = bell_->blocked() > 0 ? pacer_.BusyWait() : cycle_;
+    }
+    std::lock_guard<std::mutex> lk(mu_);
+    for (int32_t id : sets_to_remove_) sets_.erase(id);
+    sets_to_remove_.clear();
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (failure.ok() && !deferred_failure_.ok()) {
+      failure = deferred_failure_;
+      cause = StopCause::kStall;
+    }
+  }
+  FailEverything(failure.ok() ? Status::Aborted("Horovod has been shut down") : failure, cause);
+}
+
+Status Engine::RunSet(ProcessSet& ps, StopWish wish, bool* stop, bool* anyone_busy, StopCause* cause) {
+  CycleResult result;
+  // Only the global set carries the shutdown flag: every rank sees it in the same cycle. It also
+  // carries whether this rank has work anywhere, so that peers in other sets keep cycling.
+  bool busy = false;
+  if (ps.id == 0) {
+    std::lock_guard<std::mutex> lk(mu_);
+    busy = !queue_.empty();
+    for (auto& kv : sets_) busy = busy || !kv.second->pending.empty();
+  }
+  auto negotiation_start = std::chrono::steady_clock::now();
+  Status st = controller_.RunCycle(ps, ps.id == 0 ? wish : StopWish::kNone, busy, &result, &negotiation_stats_);
+  if (ps.id == 0) {
+    pacer_.Record(std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                                         negotiation_start));
+  }
+  if (!st.ok()) {
+    *cause = StopCause::kTransport;
+    return st;
+  }
+  *anyone_busy = *anyone_busy || result.anyone_busy;
+  if (result.shutdown) {
+    if (ps.id != 0) {
+      // A stall shutdown decided in a process set: the global set carries it to every rank in the
+      // next cycle (instead of the other ranks timing out), and the store carries its message to
+      // the ranks outside the set; this rank then fails with the stall.
+      Status stall = Status::Aborted(result.shutdown_error);
+      PublishStopReason(store_.get(), config_.key_prefix, config_.rank, stall);
+      std::lock_guard<std::mutex> lk(mu_);
+      shutdown_requested_ = true;
+      if (deferred_failure_.ok()) deferred_failure_ = stall;
+      return Status::Ok();
+    }
+    *stop = true;
+    if (!result.shutdown_error.empty()) {
+      *cause = StopCause::kStall;
+      return Status::Aborted(result.shutdown_error);
+    }
+    if (wish != StopWish::kNone) return Status::Ok();  // this rank asked too: a normal end, or its own failure
+    if (!result.failed_by.empty()) {  // peers stop because they failed: raise what they raise
+      *cause = StopCause::kStall;
+      return PeerFailure(store_.get(), config_.key_prefix, result.failed_by, config_.failure_report_wait_ms);
+    }
+    *cause = StopCause::kPeerShutdown;
+    return Status::Aborted(PeerShutdownMessage(result.shutdown_by));
+  }
+  st = ExecuteCycle(ps, result);
+  ps.ForgetCompleted();  // once per cycle, after everything this cycle completed
+  if (!st.ok()) *cause = StopCause::kTransport;
+  return st;
+}
+
+Status Engine::ExecuteCycle(ProcessSet& ps, CycleResult& result) {
+  executor_.ExecuteInline(ps, result.inline_reductions);
+  Status st;
+  // Process-set changes run on the engine; everything else, in runs, on the executor.
+  std::vector<Response> run;
+  run.reserve(result.responses.size());
+  for (Response& r : result.responses) {
+    bool change = r.kind == Response::Kind::kOp &&
+                  (r.type == OpType::kAddProcessSet || r.type == OpType::kRemoveProcessSet);
+    if (!change) {
+      run.push_back(std::move(r));
+      continue;
+    }
+    st = executor_.Execute(ps, std::move(run));
+    run.clear();
+    if (!st.ok()) return st;
+    st = ApplyProcessSetChange(r);
+    if (!st.ok()) return st;
+  }
+  return executor_.Execute(ps, std::move(run));
+}
+
+Status Engine::ApplyProcessSetChange(const Response& r) {
+  ProcessSet& global = *sets_.at(0);
+  auto it = global.pending.find(r.names[0]);
+  if (it == global.pending.end()) {  // the coordinator only orders changes every rank submitted
+    return Status::Aborted("process set change '" + r.names[0] + "' arrived at a rank that did not request it");
+  }
+  std::unique_ptr<TensorEntry> e = std::move(it->second);
+  global.pending.erase(it);
+  if (r.type == OpType::kAddProcessSet) {
+    int32_t id;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      id = next_set_id_++;
+    }
+    auto ps = std::make_unique<ProcessSet>(id, r.ranks, config_.rank, config_.cache_capacity, stall_settings_);
+    Status st = Connect(*ps);  // collective among the members, who all execute this response now
+    if (!st.ok()) {
+      Complete(global, std::move(e), st);
+      return st;
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      sets_[id] = std::move(ps);
+    }
+    e->handle->value = id;
+    Complete(global, std::move(e), Status::Ok());
+    return Status::Ok();
+  }
+  int32_t id = r.ranks.empty() ? -1 : r.ranks[0];
+  ProcessSet* target;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    target = FindSet(id);
+    if (target) sets_to_remove_.push_back(id);
+  }
+  if (target) {
+    for (auto& kv : target->pending)
+      Complete(*target, std::move(kv.second), Status::InvalidArgument("process set " + std::to_string(id) + " was removed"));
+    target->pending.clear();
+    target->arrival.clear();
+  }
+  e->handle->value = id;
+  Complete(global, std::move(e), Status::Ok());
+  return Status::Ok();
+}
+
+void Engine::FailEverything(const Status& failure, StopCause cause) {
+  // First explain the failure (which may wait for the launcher's report), then stop accepting
+  // work: an operation submitted meanwhile is failed below with the same, explained error.
+  FailureContext context;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& kv : sets_)
+      for (const std::string& name : kv.second->arrival)
+        if (kv.second->pending.count(name)) context.pending.push_back(name);
+    for (auto& e : queue_) context.pending.push_back(e->name);
+  }
+  // Peers caused it and this rank was waiting on them: the launcher may know why.
+  if ((cause == StopCause::kTransport || cause == StopCause::kPeerShutdown) && !context.pending.empty()) {
+    context.store = store_.get();
+    context.report_key = config_.failure_report_key;
+    context.report_wait_ms = config_.failure_report_wait_ms;
+  }
+  const Status status = ExplainFailure(failure, context);
+  // A peer's shutdown while nothing was pending here is how a job normally ends: no error.
+  if (cause == StopCause::kPeerShutdown && context.pending.empty()) {
+    HVD_LOG(log_, kDebug) << status.message();
+  } else if (cause != StopCause::kThisRank) {
+    HVD_LOG(log_, kError) << status.message();
+  }
+  std::vector<std::pair<ProcessSet*, std::unique_ptr<TensorEntry>>> doomed;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    running_ = false;
+    stop_status_ = status;
+    for (auto& kv : sets_) {
+      for (auto& p : kv.second->pending) doomed.emplace_back(kv.second.get(), std::move(p.second));
+      kv.second->pending.clear();
+      kv.second->arrival.clear();
+    }
+    while (!queue_.empty()) {
+      ProcessSet* ps = FindSet(queue_.front()->process_set_id);
+      doomed.emplace_back(ps, std::move(queue_.front()));
+      queue_.pop_front();
+    }
+  }
+  for (auto& d : doomed) {
+    if (d.first) {
+      Complete(*d.first, std::move(d.second), status);
+    } else {
+      d.second->handle->Complete(status);
+    }
+  }
+}
+
+}  // namespace hvdcore

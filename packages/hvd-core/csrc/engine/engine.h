@@ -1,0 +1,150 @@
+// The engine: one per process by default, several in one process in tests.
+//
+// Callers enqueue operations and get handles; one background thread (no Python on it) drains the
+// queue, runs negotiation for each process set it belongs to, and executes what is ready. The
+// thread starts a cycle once a caller waits for submitted work, or one cycle time after the work
+// arrived (AwaitWork); otherwise it takes part in a cycle every HOROVOD_CYCLE_TIME
+// while any rank has work pending (so such peers never wait on it longer than that), sooner when
+// a caller is blocked waiting and negotiations are cheap (engine/cycle_pacer.h), and less often,
+// down to one cycle every 16 cycle times, while the whole job is idle.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "backend/backend_loader.h"
+#include "backend/kv_store.h"
+#include "diagnostics/failure_report.h"
+#include "diagnostics/logging.h"
+#include "diagnostics/timeline.h"
+#include "engine/cycle_pacer.h"
+#include "execution/executor.h"
+#include "negotiation/controller.h"
+#include "negotiation/process_set.h"
+
+namespace hvdcore {
+
+struct EngineConfig {
+  int32_t rank = 0;
+  int32_t size = 1;
+  std::string key_prefix = "hvd";  // unique per job and initialisation; store keys start with it
+  int64_t fusion_threshold = 128ll * 1024 * 1024;
+  double cycle_time_ms = 1.0;
+  int32_t cache_capacity = 1024;
+  int64_t inline_bytes = 1024;  // per member and cycle: small cached allreduces travel with negotiation
+  bool stall_check_enabled = true;
+  double stall_check_s = 60.0;
+  double stall_shutdown_s = 0.0;
+  std::string timeline_path;  // empty: no timeline at start
+  bool timeline_mark_cycles = false;
+  int log_level = (int)LogLevel::kWarning;
+  bool log_hide_time = false;
+  int64_t timeout_ms = 30000;
+  bool dynamic_process_sets = false;
+  std::vector<std::vector<int32_t>> process_sets;  // static sets, ids 1..n in this order
+  // Where a launcher describes a lost rank in the store (diagnostics/failure_report.h); empty: no launcher.
+  std::string failure_report_key;
+  int64_t failure_report_wait_ms = 3000;
+};
+
+struct ProcessSetInfo {
+  int32_t id;
+  std::vector<int32_t> ranks;
+};
+
+class Engine {
+ public:
+  Engine(EngineConfig config, std::shared_ptr<Backend> backend, std::shared_ptr<KVStore> store);
+  ~Engine();
+
+  // Connects the global and static process sets and starts the background thread. Collective:
+  // every rank must call it. Throws StatusError.
+  void Start();
+  // Stops this engine and, through negotiation, every peer's (Horovod's semantics). Idempotent.
+  void Shutdown();
+  bool running();
+
+  // Submits an operation. Throws StatusError (kInvalidArgument for misuse, kAborted when stopped).
+  std::shared_ptr<HandleState> Enqueue(std::unique_ptr<TensorEntry> entry);
+  std::shared_ptr<HandleState> AddProcessSet(std::vector<int32_t> ranks);
+  std::shared_ptr<HandleState> RemoveProcessSet(int32_t id);
+  std::vector<ProcessSetInfo> ProcessSets();
+  int32_t ProcessSetSize(int32_t id);
+  int32_t ProcessSetRank(int32_t id);
+
+  void StartTimeline(const std::string& path, bool mark_cycles);
+  void StopTimeline();
+
+  const EngineConfig& config() const { return config_; }
+  const Backend& backend() const { return *backend_; }
+  const NegotiationStats& negotiation_stats() const { return negotiation_stats_; }
+  const ExecutionStats& execution_stats() const { return execution_stats_; }
+  int blocked_callers() const { return bell_->blocked(); }
+
+ private:
+  void Loop();
+  // Waits, holding mu_ through `lk`, for the next cycle: up to `wait` while nothing is submitted.
+  // Submitted operations start a cycle as soon as a caller starts to block waiting for a result
+  // (after the first of them was submitted), and one cycle time after the first of them at the
+  // latest. A caller submits many operations at once (a fusion round, the gradients of a backward
+  // pass) one every few microseconds: a cycle started at the first would negotiate them over
+  // several cycles, taking the core the caller submits from. A caller that blocks has submitted
+  // everything it will for now. (A caller that polls instead, or a backward pass that submits
+  // while it computes, sees its work start within one cycle time, as Horovod's loop, which sleeps
+  // out each cycle, does.)
+  void AwaitWork(std::unique_lock<std::mutex>& lk, std::chrono::microseconds wait);
+  static constexpr std::chrono::microseconds kWatchForCaller{50};
+  // Why the loop stopped: it decides what the error says and whether the launcher is asked.
+  enum class StopCause { kThisRank, kStall, kPeerShutdown, kTransport };
+  Status RunSet(ProcessSet& ps, StopWish wish, bool* stop, bool* anyone_busy, StopCause* cause);
+  Status ExecuteCycle(ProcessSet& ps, CycleResult& result);
+  Status Connect(ProcessSet& ps);
+  Status CheckConfigAgreement();
+  Status ApplyProcessSetChange(const Response& r);
+  std::string NextProcessSetChangeName();
+  void Complete(ProcessSet& ps, std::unique_ptr<TensorEntry> entry, Status status);
+  // Fails every pending operation; when peers caused the stop, the launcher's report of a lost
+  // rank is looked up and added to the error (diagnostics/failure_report.h).
+  void FailEverything(const Status& status, StopCause cause);
+  ProcessSet* FindSet(int32_t id);  // requires mu_
+
+  EngineConfig config_;
+  Logger log_;
+  std::shared_ptr<Backend> backend_;
+  std::shared_ptr<KVStore> store_;
+  StallInspector stall_settings_;
+  Timeline timeline_;
+  NegotiationStats negotiation_stats_;
+  ExecutionStats execution_stats_;
+  Controller controller_;
+  Executor executor_;
+  const std::chrono::microseconds cycle_;  // HOROVOD_CYCLE_TIME
+  CyclePacer pacer_;  // touched only by the loop
+  std::shared_ptr<CallerBell> bell_ = std::make_shared<CallerBell>();
+
+  std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<TensorEntry>> queue_;
+  std::map<int32_t, std::unique_ptr<ProcessSet>> sets_;  // structure changed only by the loop
+  std::vector<int32_t> sets_to_remove_;
+  int32_t next_set_id_ = 1;
+  uint64_t process_set_requests_ = 0;
+  bool started_ = false;
+  bool running_ = false;
+  bool shutdown_requested_ = false;
+  bool loop_waiting_ = false;  // the loop sleeps on cv_: only then does Enqueue need to wake it
+  std::chrono::steady_clock::time_point loop_wakes_at_;  // when it wakes by itself, while queue_ is empty
+  std::chrono::steady_clock::time_point first_enqueue_;  // of the operations now in queue_
+  uint64_t rings_at_first_enqueue_ = 0;                    // bell_->rings() then
+  Status stop_status_;
+  Status deferred_failure_;  // a process set's stall shutdown, raised once the global set stops
+  std::thread thread_;
+};
+
+}  // namespace hvdcore

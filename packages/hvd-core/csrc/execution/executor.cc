@@ -1,0 +1,433 @@
+#include "execution/executor.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+
+#include "horovod/hvd_reduce.hpp"
+
+namespace hvdcore {
+namespace {
+
+int64_t RowElements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];
+  return n;
+}
+
+int64_t Elements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// Postscale including the division of Average, which backends never see.
+double EffectivePostscale(const Response& r, int32_t set_size) {
+  return r.op == ReduceOp::kAverage ? r.postscale / set_size : r.postscale;
+}
+
+void Scale(hvd_dtype dtype, void* buf, size_t count, double factor) {
+  if (factor != 1.0) hvd::scale(dtype, buf, count, factor);
+}
+
+// Whether the memory of two entries of a batch overlaps (an entry's own input and output may be
+// one buffer). A multi-buffer allreduce writes results while later buffers are still being read.
+bool SharesMemory(const std::vector<std::unique_ptr<TensorEntry>>& entries, size_t esize) {
+  if (entries.size() < 2) return false;
+  struct Range {
+    uintptr_t begin, end;
+    size_t entry;
+  };
+  std::vector<Range> ranges;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const TensorEntry* e = entries[i].get();
+    const size_t bytes = e ? (size_t)Elements(e->input.shape) * esize : 0;
+    if (!bytes) continue;
+    ranges.push_back({(uintptr_t)e->input.data, (uintptr_t)e->input.data + bytes, i});
+    if (e->output.data != e->input.data) ranges.push_back({(uintptr_t)e->output.data, (uintptr_t)e->output.data + bytes, i});
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  // Sweep in address order, keeping the furthest end reached and whose it is.
+  uintptr_t reach = 0;
+  size_t owner = 0;
+  for (const Range& r : ranges) {
+    if (r.begin < reach && r.entry != owner) return true;
+    if (r.end > reach) reach = r.end, owner = r.entry;
+  }
+  return false;
+}
+
+bool Fusable(const Response& a, const Response& b) {
+  return a.kind == Response::Kind::kOp && b.kind == Response::Kind::kOp && a.type == OpType::kAllreduce &&
+         b.type == OpType::kAllreduce && a.dtype == b.dtype && a.op == b.op && a.prescale == b.prescale &&
+         a.postscale == b.postscale && a.device_kind == b.device_kind;
+}
+
+}  // namespace
+
+// A tensor at least this large is reduced on its own, in place: copying it into the fusion buffer
+// and back costs two passes over its memory, more than the one collective call fusing it saves
+// (about 0.5 ms per MiB copied twice on the 2-core reference machine, against a call overhead of
+// tens of microseconds in shared memory and a few hundred over TCP).
+constexpr int64_t kUnfusedTensorBytes = 1 << 20;
+
+std::vector<Response> Executor::Fuse(std::vector<Response> responses) const {
+  std::vector<Response> out;
+  out.reserve(responses.size());
+  int64_t fused_bytes = 0;
+  bool open = false;  // whether out.back() may take more tensors
+  for (Response& r : responses) {
+    int64_t bytes = r.kind == Response::Kind::kOp && r.type == OpType::kAllreduce
+                        ? Elements(r.shapes[0]) * (int64_t)hvd::dtype_size(r.dtype)
+                        : 0;
+    bool small = bytes < kUnfusedTensorBytes;
+    if (open && small && fusion_threshold_ > 0 && Fusable(out.back(), r) && fused_bytes + bytes <= fusion_threshold_) {
+      out.back().names.push_back(std::move(r.names[0]));
+      out.back().shapes.push_back(std::move(r.shapes[0]));
+      fused_bytes += bytes;
+      continue;
+    }
+    out.push_back(std::move(r));
+    fused_bytes = bytes;
+    open = small;
+  }
+  return out;
+}
+
+Status Executor::Execute(ProcessSet& ps, std::vector<Response> responses) {
+  Status failure;
+  for (const Response& r : Fuse(std::move(responses))) {
+    // Take this rank's entries; a missing one is legitimate only after join (neutral data).
+    std::vector<std::unique_ptr<TensorEntry>> entries;
+    for (const std::string& name : r.names) {
+      auto it = ps.pending.find(name);
+      if (it == ps.pending.end()) {
+        entries.emplace_back();
+        continue;
+      }
+      entries.push_back(std::move(it->second));
+      ps.pending.erase(it);
+    }
+    bool all_missing = true;
+    for (auto& e : entries) all_missing = all_missing && !e;
+    if (all_missing && !ps.joined && r.type != OpType::kJoin) {
+      failure = Status::Aborted("negotiation produced a response for tensor '" + r.names[0] +
+                                "' that this rank never submitted");
+    }
+    Status st = failure.ok() ? Run(ps, r, entries) : failure;
+    // Last first: a caller synchronizes in submission order, so it wakes once, when the whole
+    // batch is complete, instead of at its first tensor, to compete for its core with the
+    // completion of the rest.
+    for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+      std::unique_ptr<TensorEntry>& e = *it;
+      if (!e) continue;
+      if (timeline_.active()) timeline_.End(e->name);
+      Status result = st;
+      if (st.ok() && r.kind == Response::Kind::kError) result = Status::Mismatch(r.error);
+      complete_(ps, std::move(e), result);
+    }
+    if (!st.ok() && failure.ok()) failure = st;
+    if (!failure.ok()) break;
+  }
+  return failure;
+}
+
+void Executor::ExecuteInline(ProcessSet& ps, const std::vector<InlineReduction>& reductions) {
+  for (const InlineReduction& red : reductions) {
+    const Response& r = red.response;
+    auto it = ps.pending.find(r.names[0]);
+    if (it == ps.pending.end()) continue;  // this rank joined: its identity contribution changes nothing
+    std::unique_ptr<TensorEntry> e = std::move(it->second);
+    ps.pending.erase(it);
+    if (timeline_.active()) {
+      timeline_.End(e->name);
+      timeline_.Begin(e->name, "ALLREDUCE_INLINE");
+    }
+    const size_t count = (size_t)Elements(r.shapes[0]), bytes = count * hvd::dtype_size(r.dtype);
+    // Every member reduces the same gathered bytes in rank order: results are bit-identical.
+    uint8_t* out = (uint8_t*)e->output.data;
+    bool first = true;
+    for (const uint8_t* part : red.parts) {
+      if (!part) continue;
+      if (first) {
+        if (bytes) std::memcpy(out, part, bytes);
+        first = false;
+      } else {
+        hvd::reduce_into(r.dtype, BackendReduceOp(r.op), out, part, count);
+      }
+    }
+    Scale(r.dtype, out, count, EffectivePostscale(r, ps.size()));
+    ++stats_.tensors;
+    if (timeline_.active()) timeline_.End(e->name);
+    complete_(ps, std::move(e), Status::Ok());
+  }
+}
+
+Status Executor::Run(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries) {
+  if (r.kind == Response::Kind::kError) return Status::Ok();  // completed with the error by the caller
+  TensorEntry* e = entries[0].get();
+  if (timeline_.active()) {
+    for (auto& x : entries)
+      if (x) {
+        timeline_.End(x->name);  // negotiation ends
+        std::string activity = OpTypeName(r.type);
+        for (char& c : activity) c = (char)toupper(c);
+        timeline_.Begin(x->name, activity);
+      }
+  }
+  stats_.tensors += entries.size();
+  switch (r.type) {
+    case OpType::kAllreduce: return Allreduce(ps, r, entries);
+    case OpType::kAllgather: return Allgather(ps, r, e);
+    case OpType::kBroadcast: return Broadcast(ps, r, e);
+    case OpType::kAlltoall: return Alltoall(ps, r, e);
+    case OpType::kReducescatter: return Reducescatter(ps, r, e);
+    case OpType::kBarrier:
+      ++stats_.backend_calls[(int)OpType::kBarrier];
+      return ps.comm->Barrier();
+    case OpType::kJoin:
+      ps.joined = false;
+      if (e) e->handle->value = ps.ranks[r.last_joined_rank];
+      return Status::Ok();
+    default:
+      return Status::Aborted(std::string("unexpected response type ") + OpTypeName(r.type));
+  }
+}
+
+Status Executor::Allreduce(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries) {
+  const size_t esize = hvd::dtype_size(r.dtype);
+  const hvd_reduce_op op = BackendReduceOp(r.op);
+  const double post = EffectivePostscale(r, ps.size());
+  ++stats_.backend_calls[(int)OpType::kAllreduce];
+  if (entries.size() > 1) ++stats_.fused_batches;
+  // A prescale changes the input, which only a copy may: such batches take the path below. The
+  // choice rests on the negotiated response alone, so that every member calls the backend alike
+  // (a backend may check that they do); memory shared between tensors of this rank's batch is
+  // handled inside (AllreduceWhereTheyAre).
+  if (ps.comm->backend().has_allreduce_buffers() && r.prescale == 1.0) {
+    bool declined = false;
+    Status st = AllreduceWhereTheyAre(ps, r, entries, op, post, &declined);
+    if (!declined) return st;
+    ++stats_.declined_buffer_calls;  // the backend left it to the paths below, on every member
+  }
+
+  if (entries.size() == 1) {  // unfused: reduce in the caller's output buffer, no extra copy
+    TensorEntry* e = entries[0].get();
+    size_t count = (size_t)Elements(r.shapes[0]);
+    std::vector<uint8_t> neutral;
+    void* buf;
+    const void* send;
+    if (e) {
+      buf = e->output.data;
+      send = e->input.data;  // out of place when unscaled: the backend reads the input directly
+      if (r.prescale != 1.0) {
+        if (e->input.data != buf && count) std::memcpy(buf, e->input.data, count * esize);
+        Scale(r.dtype, buf, count, r.prescale);
+        send = buf;
+      }
+    } else {
+      neutral.resize(count * esize);
+      hvd::fill_identity(r.dtype, op, neutral.data(), count);
+      buf = neutral.data();
+      send = buf;
+    }
+    Status st = ps.comm->Allreduce(send, buf, count, r.dtype, op);
+    if (st.ok() && e) Scale(r.dtype, buf, count, post);
+    return st;
+  }
+
+  std::vector<size_t> counts;
+  size_t total = 0;
+  for (const auto& shape : r.shapes) {
+    counts.push_back((size_t)Elements(shape));
+    total += counts.back();
+  }
+  if (ps.fusion_buffer.size() < total * esize) ps.fusion_buffer.resize(total * esize);
+  uint8_t* fused = ps.fusion_buffer.data();
+  size_t offset = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    TensorEntry* e = entries[i].get();
+    uint8_t* dst = fused + offset * esize;
+    if (e) {
+      if (timeline_.active()) timeline_.Begin(e->name, "MEMCPY_IN_FUSION_BUFFER");
+      if (counts[i]) std::memcpy(dst, e->input.data, counts[i] * esize);
+      Scale(r.dtype, dst, counts[i], r.prescale);
+      if (timeline_.active()) timeline_.End(e->name);
+    } else {
+      hvd::fill_identity(r.dtype, op, dst, counts[i]);
+    }
+    offset += counts[i];
+  }
+  Status st = ps.comm->Allreduce(fused, fused, total, r.dtype, op);
+  if (!st.ok()) return st;
+  offset = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    TensorEntry* e = entries[i].get();
+    if (e) {
+      if (timeline_.active()) timeline_.Begin(e->name, "MEMCPY_OUT_FUSION_BUFFER");
+      uint8_t* src = fused + offset * esize;
+      Scale(r.dtype, src, counts[i], post);
+      if (counts[i]) std::memcpy(e->output.data, src, counts[i] * esize);
+      if (timeline_.active()) timeline_.End(e->name);
+    }
+    offset += counts[i];
+  }
+  return Status::Ok();
+}
+
+Status Executor::AllreduceWhereTheyAre(ProcessSet& ps, const Response& r,
+                                       std::vector<std::unique_ptr<TensorEntry>>& entries, hvd_reduce_op op,
+                                       double post, bool* declined) {
+  const size_t esize = hvd::dtype_size(r.dtype);
+  // Tensors of this batch sharing memory (the same tensor twice in a group) would read each other's
+  // results: each then goes through its own place in the fusion buffer instead, and the call stays
+  // the one every other member makes (the same buffer counts and scale).
+  const bool staged = SharesMemory(entries, esize);
+  if (staged) {
+    size_t elements = 0;
+    for (const auto& shape : r.shapes) elements += (size_t)Elements(shape);
+    if (ps.fusion_buffer.size() < elements * esize) ps.fusion_buffer.resize(elements * esize);
+  }
+  std::vector<hvd_buffer_pair> buffers;
+  buffers.reserve(entries.size());
+  std::vector<std::vector<uint8_t>> neutral;  // what a joined rank contributes for tensors it lacks
+  uint8_t* stage = ps.fusion_buffer.data();   // the next free place, when staged
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const size_t count = (size_t)Elements(r.shapes[i]);
+    if (const TensorEntry* e = entries[i].get()) {
+      if (staged) {
+        if (count) std::memcpy(stage, e->input.data, count * esize);
+        buffers.push_back({stage, stage, count});
+        stage += count * esize;
+      } else {
+        buffers.push_back({e->input.data, e->output.data, count});
+      }
+      continue;
+    }
+    neutral.emplace_back(count * esize);
+    hvd::fill_identity(r.dtype, op, neutral.back().data(), count);
+    buffers.push_back({neutral.back().data(), neutral.back().data(), count});
+  }
+  Status st = ps.comm->AllreduceBuffers(buffers, r.dtype, op, post, declined);
+  if (!st.ok() || *declined || !staged) return st;
+  for (size_t i = 0; i < entries.size(); ++i) {  // each staged result to its tensor
+    if (const TensorEntry* e = entries[i].get(); e && buffers[i].count) {
+      std::memcpy(e->output.data, buffers[i].recvbuf, buffers[i].count * esize);
+    }
+  }
+  return st;
+}
+
+Status Executor::Allgather(ProcessSet& ps, const Response& r, TensorEntry* e) {
+  const int32_t n = ps.size();
+  const size_t esize = hvd::dtype_size(r.dtype);
+  const int64_t row = RowElements(r.shapes[0]);
+  // First dimensions may differ per rank (a joined rank contributes none): exchange them.
+  int64_t my_rows = e ? e->input.shape[0] : 0;
+  std::vector<int64_t> rows(n);
+  ++stats_.backend_calls[(int)OpType::kAllgather];
+  Status st = ps.comm->Allgatherv(&my_rows, rows.data(), std::vector<size_t>(n, 1), HVD_DTYPE_INT64);
+  if (!st.ok()) return st;
+  std::vector<size_t> counts(n);
+  int64_t total_rows = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    counts[i] = (size_t)(rows[i] * row);
+    total_rows += rows[i];
+  }
+  auto out = std::make_shared<Buffer>((size_t)(total_rows * row) * esize);
+  st = ps.comm->Allgatherv(e ? e->input.data : nullptr, out->data(), counts, r.dtype);
+  if (!st.ok() || !e) return st;
+  e->handle->output = out;
+  e->handle->output_dtype = r.dtype;
+  e->handle->output_shape = e->input.shape;
+  e->handle->output_shape[0] = total_rows;
+  return st;
+}
+
+Status Executor::Broadcast(ProcessSet& ps, const Response& r, TensorEntry* e) {
+  const size_t count = (size_t)Elements(r.shapes[0]), esize = hvd::dtype_size(r.dtype);
+  std::vector<uint8_t> scratch;
+  void* buf;
+  if (e) {
+    buf = e->output.data;
+    if (ps.my_rank == r.root && e->input.data != buf && count) std::memcpy(buf, e->input.data, count * esize);
+  } else {
+    scratch.resize(count * esize);
+    buf = scratch.data();
+  }
+  ++stats_.backend_calls[(int)OpType::kBroadcast];
+  return ps.comm->Broadcast(buf, count, r.dtype, r.root);
+}
+
+Status Executor::Alltoall(ProcessSet& ps, const Response& r, TensorEntry* e) {
+  const int32_t n = ps.size();
+  const size_t esize = hvd::dtype_size(r.dtype);
+  const int64_t row = RowElements(r.shapes[0]);
+  std::vector<int64_t> send_splits(n, 0), recv_splits(n, 0);
+  if (e) {
+    if (!e->splits.empty()) {
+      send_splits = e->splits;
+    } else {
+      for (int32_t i = 0; i < n; ++i) send_splits[i] = e->input.shape[0] / n;
+    }
+  }
+  // Every rank learns how many rows it receives from each peer.
+  std::vector<size_t> ones(n, 1);
+  ++stats_.backend_calls[(int)OpType::kAlltoall];
+  Status st = ps.comm->Alltoallv(send_splits.data(), ones, recv_splits.data(), ones, HVD_DTYPE_INT64);
+  if (!st.ok()) return st;
+  std::vector<size_t> send_counts(n), recv_counts(n);
+  int64_t total_rows = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    send_counts[i] = (size_t)(send_splits[i] * row);
+    recv_counts[i] = (size_t)(recv_splits[i] * row);
+    total_rows += recv_splits[i];
+  }
+  auto out = std::make_shared<Buffer>((size_t)(total_rows * row) * esize);
+  st = ps.comm->Alltoallv(e ? e->input.data : nullptr, send_counts, out->data(), recv_counts, r.dtype);
+  if (!st.ok() || !e) return st;
+  e->handle->output = out;
+  e->handle->output_dtype = r.dtype;
+  e->handle->output_shape = e->input.shape;
+  e->handle->output_shape[0] = total_rows;
+  e->handle->received_splits = recv_splits;
+  return st;
+}
+
+Status Executor::Reducescatter(ProcessSet& ps, const Response& r, TensorEntry* e) {
+  const int32_t n = ps.size();
+  const size_t esize = hvd::dtype_size(r.dtype);
+  const hvd_reduce_op op = BackendReduceOp(r.op);
+  const std::vector<int64_t>& shape = r.shapes[0];
+  const int64_t row = RowElements(shape), total = Elements(shape);
+  // Uneven first dimension: the first (d0 % n) ranks receive one extra row.
+  std::vector<size_t> counts(n);
+  for (int32_t i = 0; i < n; ++i) counts[i] = (size_t)((shape[0] / n + (i < shape[0] % n ? 1 : 0)) * row);
+  std::vector<uint8_t> scratch;
+  const void* send;
+  if (!e) {
+    scratch.resize((size_t)total * esize);
+    hvd::fill_identity(r.dtype, op, scratch.data(), (size_t)total);
+    send = scratch.data();
+  } else if (r.prescale != 1.0) {  // never modify the caller's input
+    const uint8_t* in = (const uint8_t*)e->input.data;
+    scratch.assign(in, in + (size_t)total * esize);
+    Scale(r.dtype, scratch.data(), (size_t)total, r.prescale);
+    send = scratch.data();
+  } else {
+    send = e->input.data;
+  }
+  auto out = std::make_shared<Buffer>(counts[ps.my_rank] * esize);
+  ++stats_.backend_calls[(int)OpType::kReducescatter];
+  Status st = ps.comm->Reducescatter(send, out->data(), counts, r.dtype, op);
+  if (!st.ok() || !e) return st;
+  Scale(r.dtype, out->data(), counts[ps.my_rank], EffectivePostscale(r, n));
+  e->handle->output = out;
+  e->handle->output_dtype = r.dtype;
+  e->handle->output_shape = shape;
+  e->handle->output_shape[0] = row ? (int64_t)(counts[ps.my_rank] / row) : (shape[0] / n + (ps.my_rank < shape[0] % n ? 1 : 0));
+  return st;
+}
+
+}  // namespace hvdcore

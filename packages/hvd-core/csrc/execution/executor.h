@@ -1,0 +1,62 @@
+// Executing negotiated responses: fusion of small allreduces into one buffer, the data movement
+// of every collective through the backend, scaling, and completion of the callers' handles.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "diagnostics/logging.h"
+#include "diagnostics/timeline.h"
+#include "negotiation/controller.h"
+#include "negotiation/process_set.h"
+
+namespace hvdcore {
+
+struct ExecutionStats {
+  std::atomic<uint64_t> backend_calls[kOpTypeCount] = {};  // data movement calls, by op type
+  std::atomic<uint64_t> tensors{0};
+  std::atomic<uint64_t> fused_batches{0};  // allreduce calls that carried more than one tensor
+  std::atomic<uint64_t> declined_buffer_calls{0};  // multi-buffer allreduces the backend handed back
+};
+
+// Called with each finished entry; the engine releases its name and completes its handle.
+using CompleteFn = std::function<void(ProcessSet&, std::unique_ptr<TensorEntry>, Status)>;
+
+class Executor {
+ public:
+  Executor(const Logger& log, Timeline& timeline, int64_t fusion_threshold, ExecutionStats& stats,
+           CompleteFn complete)
+      : log_(log), timeline_(timeline), fusion_threshold_(fusion_threshold), stats_(stats),
+        complete_(std::move(complete)) {}
+
+  // Executes the cycle's responses for `ps` in order, taking their entries out of `ps.pending`
+  // (the caller compacts `ps.arrival` afterwards). A non-OK status is a communication failure:
+  // the engine must stop (the entries involved have already been failed with it).
+  Status Execute(ProcessSet& ps, std::vector<Response> responses);
+  // Completes allreduces whose data arrived inline with negotiation (no backend call).
+  void ExecuteInline(ProcessSet& ps, const std::vector<InlineReduction>& reductions);
+
+ private:
+  // Consecutive allreduces that may share one fusion buffer become one response.
+  std::vector<Response> Fuse(std::vector<Response> responses) const;
+  Status Run(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries);
+  Status Allreduce(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries);
+  // Through a backend that reduces several buffers, scaled, in one call: each tensor is read and
+  // written where it is, with no fusion buffer and no scaling pass of the engine's.
+  Status AllreduceWhereTheyAre(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries,
+                               hvd_reduce_op op, double post, bool* declined);
+  Status Allgather(ProcessSet& ps, const Response& r, TensorEntry* e);
+  Status Broadcast(ProcessSet& ps, const Response& r, TensorEntry* e);
+  Status Alltoall(ProcessSet& ps, const Response& r, TensorEntry* e);
+  Status Reducescatter(ProcessSet& ps, const Response& r, TensorEntry* e);
+
+  const Logger& log_;
+  Timeline& timeline_;
+  int64_t fusion_threshold_;
+  ExecutionStats& stats_;
+  CompleteFn complete_;
+};
+
+}  // namespace hvdcore

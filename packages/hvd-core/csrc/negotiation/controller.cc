@@ -1,0 +1,246 @@
+#include "negotiation/controller.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "horovod/hvd_reduce.hpp"
+
+namespace hvdcore {
+namespace {
+
+// Layout of a member's step-1 record.
+constexpr size_t kFlagsAt = 0;        // uint8 flags
+constexpr size_t kRequestLenAt = 4;   // uint32: bytes of new requests for the coordinator
+constexpr size_t kBitmapsAt = 8;      // "have" bits, then "inline" bits, one per cache slot
+constexpr uint8_t kShutdown = 1, kNeedCoordinator = 2, kJoined = 4, kBusy = 8, kFailed = 16;
+
+bool IsCacheableType(OpType t) {
+  return t == OpType::kAllreduce || t == OpType::kAllgather || t == OpType::kBroadcast || t == OpType::kAlltoall ||
+         t == OpType::kReducescatter || t == OpType::kBarrier;
+}
+
+inline bool GetBit(const uint8_t* bits, int32_t i) { return (bits[i >> 3] >> (i & 7)) & 1; }
+inline void SetBit(uint8_t* bits, int32_t i) { bits[i >> 3] |= (uint8_t)(1u << (i & 7)); }
+
+size_t ResponseBytes(const Response& r) {
+  int64_t n = 1;
+  for (int64_t d : r.shapes[0]) n *= d;
+  return (size_t)n * hvd::dtype_size(r.dtype);
+}
+
+}  // namespace
+
+Request Controller::MakeRequest(const ProcessSet& ps, const TensorEntry& e, bool invalidate) const {
+  Request r;
+  r.rank = ps.my_rank;
+  r.type = e.type;
+  r.dtype = e.input.dtype;
+  r.op = e.op;
+  r.root = e.root;
+  r.device_kind = e.input.device_kind;
+  r.prescale = e.prescale;
+  r.postscale = e.postscale;
+  r.name = e.name;
+  r.shape = e.input.shape;
+  r.group_id = e.group_id;
+  r.group_size = e.group_size;
+  r.invalidates_cache = invalidate;
+  r.ranks = e.ranks;
+  return r;
+}
+
+Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResult* out,
+                            NegotiationStats* stats) {
+  const int32_t n = ps.size();
+  const int64_t now = NowMicros();
+  ++stats->cycles;
+
+  // Sort what is pending into cache hits and requests for the coordinator.
+  std::vector<Request> requests;
+  std::vector<std::pair<int32_t, TensorEntry*>> hits;
+  for (const std::string& name : ps.arrival) {
+    TensorEntry& e = *ps.pending.at(name);
+    if (e.sent_to_coordinator) continue;
+    bool invalidate = false;
+    if (ps.cache.enabled() && IsCacheableType(e.type) && e.group_id < 0) {
+      int32_t slot = -1;
+      ResponseCache::Lookup found = ps.cache.Find(e, n, &slot);
+      // A cached tensor that waits too long is renegotiated in full, so that the coordinator's
+      // stall report can name the ranks that are missing it.
+      bool stalled = ps.stall.enabled() && now - e.pending_since_us > ps.stall.check_us();
+      if (found == ResponseCache::Lookup::kHit && !stalled) {
+        hits.emplace_back(slot, &e);
+        continue;
+      }
+      invalidate = found != ResponseCache::Lookup::kMiss;
+    }
+    requests.push_back(MakeRequest(ps, e, invalidate));
+    e.sent_to_coordinator = true;
+  }
+  std::vector<uint8_t> encoded;
+  if (!requests.empty()) EncodeRequests(requests, &encoded);
+
+  // The coordinator checks for stalls locally; a shutdown decision needs step 2 to travel.
+  std::string stall_error;
+  if (ps.my_rank == 0 && !ps.coordinator.empty() && ps.stall.Due(now)) {
+    stall_error = ps.stall.Report(ps.coordinator.Stalled(now, ps.stall.check_us()), ps.id, ps.ranks, log_);
+  }
+
+  // Step 1: this member's record. Its size depends only on state every member shares.
+  const int32_t slots = ps.cache.num_slots();
+  const size_t bitmap = ((size_t)slots + 7) / 8;
+  const size_t inline_at = kBitmapsAt + 2 * bitmap;
+  const size_t record_size = inline_at + (size_t)inline_bytes_;
+  std::vector<uint8_t> record(record_size, 0);
+  record[kFlagsAt] = (uint8_t)((stop != StopWish::kNone ? kShutdown : 0) | (stop == StopWish::kStopFailed ? kFailed : 0) |
+                               (!requests.empty() || !stall_error.empty() ? kNeedCoordinator : 0) |
+                               (ps.joined ? kJoined : 0) | (busy || !ps.pending.empty() ? kBusy : 0));
+  uint32_t request_len = (uint32_t)encoded.size();
+  std::memcpy(&record[kRequestLenAt], &request_len, 4);
+  std::sort(hits.begin(), hits.end());
+  size_t inline_used = 0;
+  for (auto& hit : hits) {
+    SetBit(&record[kBitmapsAt], hit.first);
+    const Response& r = ps.cache.Get(hit.first);
+    size_t bytes = ResponseBytes(r);
+    if (r.type == OpType::kAllreduce && inline_used + bytes <= (size_t)inline_bytes_) {
+      uint8_t* dst = &record[inline_at + inline_used];
+      if (bytes) std::memcpy(dst, hit.second->input.data, bytes);
+      if (r.prescale != 1.0) hvd::scale(r.dtype, dst, bytes / hvd::dtype_size(r.dtype), r.prescale);
+      SetBit(&record[kBitmapsAt + bitmap], hit.first);
+      inline_used += bytes;
+    }
+  }
+  out->records.resize(record_size * (size_t)n);
+  Status st = ps.comm->Allgatherv(record.data(), out->records.data(), std::vector<size_t>(n, record_size),
+                                  HVD_DTYPE_UINT8);
+  if (!st.ok()) return st;
+
+  auto rec = [&](int32_t r) { return &out->records[(size_t)r * record_size]; };
+  bool need_coordinator = false;
+  std::vector<bool> joined(n);
+  for (int32_t r = 0; r < n; ++r) {
+    uint8_t flags = rec(r)[kFlagsAt];
+    if (flags & kShutdown) {
+      out->shutdown = true;
+      out->shutdown_by.push_back(ps.ranks[r]);
+      if (flags & kFailed) out->failed_by.push_back(ps.ranks[r]);
+    }
+    need_coordinator = need_coordinator || (flags & kNeedCoordinator);
+    out->anyone_busy = out->anyone_busy || (flags & kBusy);
+    joined[r] = flags & kJoined;
+  }
+  if (out->shutdown) return Status::Ok();
+
+  // Ready: someone has it and every member has it or has joined. Inline: every member that has
+  // it sent its data; each member's inline data is packed in slot order.
+  std::vector<size_t> inline_offset(n, 0);
+  out->responses.reserve(hits.size());
+  for (int32_t s = 0; s < slots; ++s) {
+    bool someone = false, everyone = true, all_inline = true;
+    for (int32_t r = 0; r < n; ++r) {
+      bool has = GetBit(rec(r) + kBitmapsAt, s);
+      someone = someone || has;
+      everyone = everyone && (has || joined[r]);
+      // A joined rank that still holds the tensor contributes real data: it must have sent it.
+      all_inline = all_inline && ((joined[r] && !has) || GetBit(rec(r) + kBitmapsAt + bitmap, s));
+    }
+    const Response& r = ps.cache.Get(s);
+    if (someone && everyone && r.type == OpType::kBroadcast && joined[r.root] &&
+        !GetBit(rec(r.root) + kBitmapsAt, s)) {
+      // The root has joined: the coordinator must report it. Every rank drops the entry (the
+      // decision uses only gathered records), so the holders renegotiate it next cycle.
+      for (int32_t m = 0; m < n; ++m)
+        if (GetBit(rec(m) + kBitmapsAt + bitmap, s)) inline_offset[m] += ResponseBytes(r);
+      ps.cache.Erase(s);
+      continue;
+    }
+    InlineReduction reduction;
+    if (someone && everyone && all_inline) reduction.parts.resize(n, nullptr);
+    for (int32_t m = 0; m < n; ++m) {
+      if (!GetBit(rec(m) + kBitmapsAt + bitmap, s)) continue;
+      if (!reduction.parts.empty()) reduction.parts[m] = rec(m) + inline_at + inline_offset[m];
+      inline_offset[m] += ResponseBytes(r);
+    }
+    if (!someone || !everyone) continue;
+    ps.cache.Touch(s);
+    ++stats->cache_hits;
+    if (!reduction.parts.empty()) {
+      reduction.response = r;
+      out->inline_reductions.push_back(std::move(reduction));
+      ++stats->inline_reductions;
+    } else {
+      out->responses.push_back(r);
+    }
+  }
+  if (!need_coordinator) return Status::Ok();
+
+  ++stats->coordinator_rounds;
+  std::vector<size_t> counts(n);
+  for (int32_t r = 0; r < n; ++r) {
+    uint32_t len;
+    std::memcpy(&len, rec(r) + kRequestLenAt, 4);
+    counts[r] = len;
+  }
+  return Coordinate(ps, encoded, counts, stall_error, now, out);
+}
+
+// Step 2: gather requests, let the coordinator decide, broadcast its response list.
+Status Controller::Coordinate(ProcessSet& ps, const std::vector<uint8_t>& encoded, const std::vector<size_t>& counts,
+                              const std::string& stall_error, int64_t now, CycleResult* out) {
+  const int32_t n = ps.size();
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  std::vector<uint8_t> gathered(total);
+  Status st = ps.comm->Allgatherv(encoded.data(), gathered.data(), counts, HVD_DTYPE_UINT8);
+  if (!st.ok()) return st;
+
+  std::vector<uint8_t> reply;
+  if (ps.my_rank == 0) {
+    ResponseList list;
+    size_t offset = 0;
+    for (int32_t r = 0; r < n; ++r) {
+      if (counts[r]) {
+        std::vector<Request> theirs;
+        Status decoded = DecodeRequests(gathered.data() + offset, counts[r], &theirs);
+        if (!decoded.ok()) {  // still broadcast: every member must learn why the job stops
+          list.shutdown_error = "from rank " + std::to_string(ps.ranks[r]) + ": " + decoded.message();
+          break;
+        }
+        for (Request& q : theirs) q.rank = r;  // trust the transport's notion of the sender, not the message
+        ps.coordinator.Add(theirs, now, ps.cache, &list);
+      }
+      offset += counts[r];
+    }
+    if (list.shutdown_error.empty()) {
+      ps.coordinator.Collect(&list);
+      list.shutdown_error = stall_error;
+    } else {
+      list.responses.clear();
+      list.cache_erase.clear();
+    }
+    EncodeResponseList(list, &reply);
+  }
+  uint64_t reply_len = reply.size();
+  st = ps.comm->Broadcast(&reply_len, sizeof reply_len, HVD_DTYPE_UINT8, 0);
+  if (!st.ok()) return st;
+  reply.resize(reply_len);
+  st = ps.comm->Broadcast(reply.data(), reply_len, HVD_DTYPE_UINT8, 0);
+  if (!st.ok()) return st;
+
+  ResponseList list;
+  st = DecodeResponseList(reply.data(), reply.size(), &list);
+  if (!st.ok()) return Status::Aborted("from the coordinator: " + st.message());
+  for (int32_t slot : list.cache_erase) ps.cache.Erase(slot);
+  for (Response& r : list.responses) {
+    if (r.cacheable) ps.cache.Put(r);
+    out->responses.push_back(std::move(r));
+  }
+  if (!list.shutdown_error.empty()) {
+    out->shutdown = true;
+    out->shutdown_error = std::move(list.shutdown_error);
+  }
+  return Status::Ok();
+}
+
+}  // namespace hvdcore

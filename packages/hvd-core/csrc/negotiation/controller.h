@@ -1,0 +1,65 @@
+// Negotiation for one process set, run once per cycle by every member.
+//
+// Step 1, always: one allgather of a fixed-size record per member: flags (shutdown, needs the
+// coordinator, joined), the length of its new requests, one bit per cache slot it has ready, and
+// the data of its small ready allreduces inline. A cached tensor every member has is ready with no
+// further communication; if every member also sent its data inline, the reduction is computed
+// locally from the gathered records (in rank order, so bit-identical everywhere) and the op costs
+// this one collective in total.
+// Step 2, only when needed: the members' new requests are gathered, the coordinator decides and
+// broadcasts an ordered response list (with cache erasures and, on a stall, a shutdown error).
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "diagnostics/logging.h"
+#include "diagnostics/stall_inspector.h"
+#include "negotiation/process_set.h"
+
+namespace hvdcore {
+
+// An allreduce completed inside step 1: every member's (prescaled) contribution, in rank order.
+struct InlineReduction {
+  Response response;
+  std::vector<const uint8_t*> parts;  // nullptr for members that joined (identity contribution)
+};
+
+// What this rank's record says about stopping: nothing, a normal stop, or a stop because this rank
+// failed (its reason is then in the store, under StopReasonKey, before the record is sent).
+enum class StopWish : uint8_t { kNone, kStop, kStopFailed };
+
+struct CycleResult {
+  std::vector<Response> responses;  // ordered, one tensor each; fusion happens when executing
+  std::vector<InlineReduction> inline_reductions;
+  std::vector<uint8_t> records;  // step 1's gathered records, which the inline parts point into
+  bool shutdown = false;
+  std::vector<int32_t> shutdown_by;  // job ranks whose record asked for the shutdown
+  std::vector<int32_t> failed_by;    // of those, the ones that stop because they failed
+  std::string shutdown_error;
+  bool anyone_busy = false;  // some member had work pending (no member may slow its cycling down)
+};
+
+struct NegotiationStats {
+  std::atomic<uint64_t> cycles{0};
+  std::atomic<uint64_t> coordinator_rounds{0};  // cycles that needed step 2
+  std::atomic<uint64_t> cache_hits{0};          // tensors negotiated by the cache bits alone
+  std::atomic<uint64_t> inline_reductions{0};   // of those, reduced from the inline data
+};
+
+class Controller {
+ public:
+  Controller(const Logger& log, int64_t inline_bytes) : log_(log), inline_bytes_(inline_bytes) {}
+  // `busy`: this rank has work pending anywhere (reported so that idle peers keep cycling).
+  Status RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResult* out, NegotiationStats* stats);
+
+ private:
+  Request MakeRequest(const ProcessSet& ps, const TensorEntry& e, bool invalidate) const;
+  Status Coordinate(ProcessSet& ps, const std::vector<uint8_t>& encoded, const std::vector<size_t>& counts,
+                    const std::string& stall_error, int64_t now, CycleResult* out);
+  const Logger& log_;
+  int64_t inline_bytes_;
+};
+
+}  // namespace hvdcore
