@@ -139,7 +139,7 @@ Status DecodeRequests(const uint8_t* data, size_t size, std::vector<Request>* ou
     if (!ValidDtype(dtype)) rd.Fail("dtype", "unknown dtype");
     if (op >= kReduceOpCount) rd.Fail("op", "unknown reduce op");
     r.type = (OpType)type;
-    r.dtype = (hvd_dtype)dtype;
+    if (ValidDtype(dtype)) r.dtype = (hvd_dtype)dtype;  // a C enum: no other value may be stored in it
     r.op = (ReduceOp)op;
     r.root = rd.Pod<int32_t>("root");
     r.device_kind = rd.Pod<uint32_t>("device");
@@ -208,7 +208,7 @@ Status DecodeResponseList(const uint8_t* data, size_t size, ResponseList* out) {
     if (op >= kReduceOpCount) rd.Fail("op", "unknown reduce op");
     r.kind = (Response::Kind)kind;
     r.type = (OpType)type;
-    r.dtype = (hvd_dtype)dtype;
+    if (ValidDtype(dtype)) r.dtype = (hvd_dtype)dtype;  // a C enum: no other value may be stored in it
     r.op = (ReduceOp)op;
     r.root = rd.Pod<int32_t>("root");
     r.device_kind = rd.Pod<uint32_t>("device");
