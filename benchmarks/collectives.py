@@ -127,7 +127,7 @@ def fusion_round(results: list, n: int, repeats: int) -> None:
             "torch_async": measure(torch_async, repeats=repeats),
             "floor": paired["floor"],
             "paired_ratio": statistics.median(
-                h / f for h, f in zip(paired["hvd"]["samples"], paired["floor"]["samples"])
+                h / f for h, f in zip(paired["hvd"]["samples"], paired["floor"]["samples"], strict=True)
             ),
             "load": load_average(),
         }

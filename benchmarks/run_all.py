@@ -5,9 +5,10 @@
 Each figure is a median of repeated runs after warm-up, shown with its spread; every hvd figure
 has its torch.distributed (gloo) counterpart from the same processes, and the ratio is what counts
 on this noisy machine. The collectives run twice: with hvd's default transport between ranks on one
-host (shared memory), and over TCP as ranks on different hosts would be. hvd on MPI (hvd-backend-mpi, with mpi4py's Allreduce beside it when
-installed) needs mpirun, so it is a second launch (``horovodrun --mpi``), compared with hvd on Gloo
-through the torch.distributed baseline that both launches measure.
+host (shared memory), and over TCP as ranks on different hosts would be. hvd on MPI
+(hvd-backend-mpi, with mpi4py's Allreduce beside it when installed) needs mpirun, so it is a second
+launch (``horovodrun --mpi``), compared with hvd on Gloo through the torch.distributed baseline that
+both launches measure.
 """
 
 from __future__ import annotations
@@ -70,8 +71,10 @@ def spread(s: dict) -> str:
 def collectives_table(data: dict, transport: str) -> list[str]:
     n = data["ranks"]
     rows = [
-        f"### Collectives, {n} ranks, hvd on Gloo {transport} "
-        f"(float32; time per op: median [min..max] of {data['results'][0]['hvd']['n']} runs)",
+        (
+            f"### Collectives, {n} ranks, hvd on Gloo {transport} "
+            f"(float32; time per op: median [min..max] of {data['results'][0]['hvd']['n']} runs)"
+        ),
         "",
         "| op | size | hvd time | torch.distributed time | hvd busbw | torch busbw | hvd/torch busbw | load 1m/5m |",
         "|---|---|---|---|---|---|---|---|",
@@ -79,8 +82,7 @@ def collectives_table(data: dict, transport: str) -> list[str]:
     for r in data["results"]:
         if r["bench"] not in ("allreduce", OUT_OF_PLACE, "allgather", "broadcast", "reducescatter", "alltoall"):
             continue
-        algbw = lambda s: r["bytes"] / s["median"]  # noqa: E731
-        bus_h, bus_t = algbw(r["hvd"]) * r["busbw_factor"], algbw(r["torch"]) * r["busbw_factor"]
+        bus_h, bus_t = (r["bytes"] / r[side]["median"] * r["busbw_factor"] for side in ("hvd", "torch"))
         rows.append(
             f"| {r['bench']} | {human_bytes(r['bytes'])} | {spread(r['hvd'])} | {spread(r['torch'])} | "
             f"{bus_h / 1e9:.3f} GB/s | {bus_t / 1e9:.3f} GB/s | {bus_h / bus_t:.2f} | {r['load']} |"
@@ -93,7 +95,10 @@ def collectives_table(data: dict, transport: str) -> list[str]:
                 "",
                 "| hvd | torch.distributed | hvd/torch | load |",
                 "|---|---|---|---|",
-                f"| {spread(r['hvd'])} | {spread(r['torch'])} | {r['hvd']['median'] / r['torch']['median']:.2f} | {r['load']} |",
+                (
+                    f"| {spread(r['hvd'])} | {spread(r['torch'])} | "
+                    f"{r['hvd']['median'] / r['torch']['median']:.2f} | {r['load']} |"
+                ),
             ]
         if r["bench"] == "fusion":
             rows += [
@@ -103,10 +108,16 @@ def collectives_table(data: dict, transport: str) -> list[str]:
                 "hvd's round and the floor are measured in alternation; hvd/floor is the median of each",
                 "repetition's ratio.",
                 "",
-                "| hvd (async, fused) | torch one by one | torch async | floor: one all_reduce of all 200 | hvd/floor | torch one-by-one/hvd | load |",
+                (
+                    "| hvd (async, fused) | torch one by one | torch async | floor: one all_reduce of all 200 | "
+                    "hvd/floor | torch one-by-one/hvd | load |"
+                ),
                 "|---|---|---|---|---|---|---|",
-                f"| {spread(r['hvd'])} | {spread(r['torch_one_by_one'])} | {spread(r['torch_async'])} | {spread(r['floor'])} | "
-                f"{r['paired_ratio']:.2f} | {r['torch_one_by_one']['median'] / r['hvd']['median']:.1f} | {r['load']} |",
+                (
+                    f"| {spread(r['hvd'])} | {spread(r['torch_one_by_one'])} | {spread(r['torch_async'])} | "
+                    f"{spread(r['floor'])} | {r['paired_ratio']:.2f} | "
+                    f"{r['torch_one_by_one']['median'] / r['hvd']['median']:.1f} | {r['load']} |"
+                ),
             ]
     return rows
 
@@ -121,12 +132,16 @@ def mpi_table(data: dict, gloo: dict | None) -> list[str]:
     rows = [
         f"### Allreduce on MPI, {n} ranks (float32; launched by horovodrun --mpi; time per op: median [min..max])",
         "",
-        "hvd on MPI, torch.distributed (gloo) and mpi4py's Allreduce run in the same processes. hvd on Gloo "
-        "ran in another launch (the table above): its column is compared through the baseline both launches "
-        "measured, hvd/torch.distributed busbw in each.",
+        (
+            "hvd on MPI, torch.distributed (gloo) and mpi4py's Allreduce run in the same processes. hvd on Gloo "
+            "ran in another launch (the table above): its column is compared through the baseline both launches "
+            "measured, hvd/torch.distributed busbw in each."
+        ),
         "",
-        "| size | hvd on MPI | torch.distributed | mpi4py Allreduce | hvd-MPI busbw | hvd-MPI/torch busbw | "
-        "hvd-MPI/mpi4py busbw | hvd-Gloo/torch busbw (above) | load 1m/5m |",
+        (
+            "| size | hvd on MPI | torch.distributed | mpi4py Allreduce | hvd-MPI busbw | hvd-MPI/torch busbw | "
+            "hvd-MPI/mpi4py busbw | hvd-Gloo/torch busbw (above) | load 1m/5m |"
+        ),
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in data["results"]:
@@ -174,7 +189,7 @@ def training_table(singles: list[dict], multis: list[dict]) -> list[str]:
             key = f"{model}.{fw}"
             one = statistics.median(total(run, key) for run in singles)
             many = statistics.median(total(run, key) for run in multis)
-            efficiency = [total(m, key) / (n * total(s, key)) for s, m in zip(singles, multis)]
+            efficiency = [total(m, key) / (n * total(s, key)) for s, m in zip(singles, multis, strict=True)]
             vs_ddp = statistics.median(total(run, key) / total(run, f"{model}.ddp") for run in multis)
             vs_lockstep = statistics.median(total(run, key) / total(run, f"{model}.lockstep") for run in multis)
             rows.append(
@@ -232,8 +247,10 @@ def main() -> None:
     only = set(args.only or ["collectives", "tcp", "mpi", "training", "startup"])
     sweep_args = ["--repeats", str(args.repeats)] + (["--max-bytes", str(args.max_bytes)] if args.max_bytes else [])
     lines = [
-        f"Machine: {os.cpu_count()} cores, load average at start {load_average()}; "
-        f"command: `python benchmarks/run_all.py --np {args.np}`",
+        (
+            f"Machine: {os.cpu_count()} cores, load average at start {load_average()}; "
+            f"command: `python benchmarks/run_all.py --np {args.np}`"
+        ),
         "",
     ]
     with tempfile.TemporaryDirectory() as tmp:
@@ -242,13 +259,13 @@ def main() -> None:
             out = Path(tmp) / "collectives.json"
             horovodrun(args.np, "collectives.py", "--out", str(out), *sweep_args)
             gloo = json.loads(out.read_text())
-            lines += collectives_table(gloo, SHARED_MEMORY) + [""]
+            lines += [*collectives_table(gloo, SHARED_MEMORY), ""]
         if "tcp" in only:  # what ranks on different hosts get: the same sweep with shared memory off
             out = Path(tmp) / "collectives_tcp.json"
             horovodrun(
                 args.np, "collectives.py", "--out", str(out), *sweep_args, extra_env={"HOROVOD_GLOO_SHARED_MEMORY": "0"}
             )
-            lines += collectives_table(json.loads(out.read_text()), "over TCP (HOROVOD_GLOO_SHARED_MEMORY=0)") + [""]
+            lines += [*collectives_table(json.loads(out.read_text()), "over TCP (HOROVOD_GLOO_SHARED_MEMORY=0)"), ""]
         if "mpi" in only:
             missing = mpi_missing()
             if missing:
@@ -256,7 +273,7 @@ def main() -> None:
             else:
                 out = Path(tmp) / "mpi.json"
                 horovodrun(args.np, "mpi_allreduce.py", "--out", str(out), *sweep_args, mpi=True)
-                lines += mpi_table(json.loads(out.read_text()), gloo) + [""]
+                lines += [*mpi_table(json.loads(out.read_text()), gloo), ""]
         if "training" in only:
             runs: dict[int, list[dict]] = {1: [], args.np: []}
             for launch in range(TRAINING_LAUNCH_PAIRS):
@@ -264,9 +281,9 @@ def main() -> None:
                     out = Path(tmp) / f"training-{ranks}-{launch}.json"
                     horovodrun(ranks, "training.py", "--out", str(out))
                     runs[ranks].append(json.loads(out.read_text()))
-            lines += training_table(runs[1], runs[args.np]) + [""]
+            lines += [*training_table(runs[1], runs[args.np]), ""]
         if "startup" in only:
-            lines += startup_table(args.np) + [""]
+            lines += [*startup_table(args.np), ""]
     text = "\n".join(lines)
     print(text)
     if args.markdown:

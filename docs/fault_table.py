@@ -83,7 +83,8 @@ def run(fault: str, extra: dict[str, str]) -> tuple[str, dict[int, tuple[float, 
             injected = float(m.group(3))
         elif m:
             raised[int(m.group(1))] = (float(m.group(3)), m.group(4))
-    verdict = next((l for l in result.stderr.splitlines() if "job failed" in l), "").replace("horovodrun: ", "")
+    verdict = next((line for line in result.stderr.splitlines() if "job failed" in line), "")
+    verdict = verdict.replace("horovodrun: ", "")
     base = injected or ended
     return (
         verdict,
@@ -96,7 +97,8 @@ def run(fault: str, extra: dict[str, str]) -> tuple[str, dict[int, tuple[float, 
 
 def main() -> None:
     print(
-        "| fault on rank 1 | what ranks 0 and 2 raise (HorovodInternalError) | raised after | horovodrun | job ended after |"
+        "| fault on rank 1 | what ranks 0 and 2 raise (HorovodInternalError) | raised after | horovodrun "
+        "| job ended after |"
     )
     print("|---|---|---|---|---|")
     for fault, extra in FAULTS.items():

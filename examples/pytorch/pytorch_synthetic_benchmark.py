@@ -12,6 +12,7 @@ this process, connected in memory by hvd-core's test kit.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 import timeit
@@ -67,7 +68,7 @@ class SmallCNN(nn.Module):
                     nn.ReLU(inplace=True),
                     nn.MaxPool2d(2),
                 )
-                for cin, cout in zip(widths, widths[1:])
+                for cin, cout in itertools.pairwise(widths)
             ]
         )
         self.classifier = nn.Linear(widths[-1], num_classes)

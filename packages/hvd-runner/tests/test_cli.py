@@ -95,10 +95,7 @@ HOROVOD_FLAGS = [
 
 @pytest.mark.parametrize("flag", HOROVOD_FLAGS)
 def test_every_horovod_flag_parses(flag: str) -> None:
-    if flag.startswith("--mpi-args=") or flag.startswith("--binding-args="):
-        argv = [flag]
-    else:
-        argv = flag.split()
+    argv = [flag] if flag.startswith(("--mpi-args=", "--binding-args=")) else flag.split()
     ns = cli.parse([*argv, "python", "train.py"])
     assert ns.command == ["python", "train.py"]
 

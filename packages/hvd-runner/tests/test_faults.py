@@ -79,7 +79,7 @@ def test_every_survivor_names_the_lost_rank(np_: int, fault: str, job_env: dict[
     errors = _survivor_errors(result.stdout)
     survivors = [r for r in range(np_) if r != 1]
     assert sorted(errors) == survivors, result.stdout + result.stderr
-    for rank, error in errors.items():
+    for error in errors.values():
         assert "rank 1" in error, error
         assert said in error, error
         assert "'gradients'" in error, error  # what this rank was waiting for
@@ -134,7 +134,7 @@ def test_a_rank_that_shuts_down_early_is_named(job_env: dict[str, str]) -> None:
     )
     result = horovodrun("-np", "2", "-H", "localhost:2", *python_ranks(code), env=job_env)
     assert result.returncode == 0, result.stderr
-    line = next(l for l in result.stdout.splitlines() if l.startswith("[0]<stdout>:error:"))
+    line = next(out for out in result.stdout.splitlines() if out.startswith("[0]<stdout>:error:"))
     assert "rank 1 shut Horovod down" in line, line
     assert "'never_matched'" in line, line
 
@@ -161,7 +161,7 @@ def test_a_survivor_is_never_reported_as_the_lost_rank(job_env: dict[str, str]) 
         """
     )
     result = horovodrun("-np", "3", "-H", "localhost:3", *python_ranks(code), env=job_env)
-    line = next((l for l in result.stdout.splitlines() if "survivor 2" in l), None)
+    line = next((out for out in result.stdout.splitlines() if "survivor 2" in out), None)
     assert line is not None, result.stdout + result.stderr
     assert "rank 1 shut Horovod down" in line, line
     assert "the launcher reports: rank 0" not in line, line

@@ -90,7 +90,10 @@ def test_topology_and_contract_variables(job_env: dict[str, str]) -> None:
 
 
 def test_output_is_prefixed_with_the_rank(job_env: dict[str, str]) -> None:
-    code = "import os, sys; r = os.environ['HOROVOD_RANK']; print('hello', r); print('oops', r, file=sys.stderr); print('two\\nlines', r)"
+    code = (
+        "import os, sys; r = os.environ['HOROVOD_RANK']; "
+        "print('hello', r); print('oops', r, file=sys.stderr); print('two\\nlines', r)"
+    )
     result = horovodrun("-np", "2", *python_ranks(code), env=job_env)
     assert result.returncode == 0, result.stderr
     out, err = result.stdout.splitlines(), result.stderr.splitlines()
@@ -378,7 +381,10 @@ def test_secret_is_not_on_command_lines_nor_in_verbose_output(tmp_path: Path, jo
 
 
 def test_each_job_gets_its_own_secret_and_key(job_env: dict[str, str]) -> None:
-    code = "import os, hashlib; print('id', os.environ['HOROVOD_JOB_KEY'], hashlib.sha256(os.environ['HOROVOD_RENDEZVOUS_SECRET'].encode()).hexdigest())"
+    code = (
+        "import os, hashlib; secret = os.environ['HOROVOD_RENDEZVOUS_SECRET']; "
+        "print('id', os.environ['HOROVOD_JOB_KEY'], hashlib.sha256(secret.encode()).hexdigest())"
+    )
     seen = []
     for _ in range(2):
         result = horovodrun("-np", "1", *python_ranks(code), env=job_env)

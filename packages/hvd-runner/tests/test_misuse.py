@@ -72,7 +72,7 @@ def test_stall_warning_names_the_tensor_and_the_missing_rank(np_: int, job_env: 
     result = horovodrun("-np", str(np_), "-H", f"localhost:{np_}", *python_ranks(LATE_RANK), env=env)
     assert result.returncode == 0, result.stderr  # a stall is only reported: the job completes
     last = np_ - 1
-    warnings = [l for l in result.stderr.splitlines() if l.startswith("[0]<stderr>:") and "Stall detected" in l]
+    warnings = [e for e in result.stderr.splitlines() if e.startswith("[0]<stderr>:") and "Stall detected" in e]
     assert warnings, result.stderr
     assert f"Rank {last} has not submitted: 'late_tensor'" in warnings[0], warnings[0]
     assert f"submitted by ranks {list(range(last))}" in warnings[0], warnings[0]

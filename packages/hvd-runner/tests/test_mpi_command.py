@@ -3,7 +3,9 @@ it exports, telling the two MPIs apart, and reading which rank failed from mpiru
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 import shlex
 import stat
 from pathlib import Path
@@ -20,19 +22,19 @@ COMMAND = ["python", "train.py", "--lr", "0.1"]
 
 
 def build(flavour: str, **overrides: object) -> list[str]:
-    fields: dict = dict(
-        flavour=flavour,
-        launcher="/venv/bin/mpirun",
-        np=2,
-        hosts=[Host("localhost", 2)],
-        command=COMMAND,
-    )
+    fields: dict[str, object] = {
+        "flavour": flavour,
+        "launcher": "/venv/bin/mpirun",
+        "np": 2,
+        "hosts": [Host("localhost", 2)],
+        "command": COMMAND,
+    }
     fields.update(overrides)
     return mpi_command.build(MpiJob(**fields))
 
 
 def pairs(argv: list[str]) -> list[tuple[str, str]]:
-    return list(zip(argv, argv[1:]))
+    return list(itertools.pairwise(argv))
 
 
 # --- the command, flavour by flavour -----------------------------------------------------------------
@@ -126,7 +128,7 @@ def test_open_mpi_ssh_port_and_key_for_remote_hosts() -> None:
 
 
 def test_mpich_ssh_options_say_where_to_put_them() -> None:
-    with pytest.raises(UsageError, match="~/.ssh/config"):
+    with pytest.raises(UsageError, match=re.escape("~/.ssh/config")):
         build(MPICH, ssh_port=2222)
 
 
@@ -251,8 +253,10 @@ def test_launcher_beside_this_python_comes_first(tmp_path: Path, monkeypatch: py
     ("output", "summary"),
     [
         (
-            "prterun detected that one or more processes exited with non-zero status, ...\n"
-            "   Process name: [prterun-vm-3055@1,1]\n   Exit code:    3\n",
+            (
+                "prterun detected that one or more processes exited with non-zero status, ...\n"
+                "   Process name: [prterun-vm-3055@1,1]\n   Exit code:    3\n"
+            ),
             "job failed: rank 1 exited with code 3; mpirun exited with code 3",
         ),
         (
@@ -268,26 +272,37 @@ def test_launcher_beside_this_python_comes_first(tmp_path: Path, monkeypatch: py
             "job failed: rank 1 raised ValueError: bad lr; mpirun exited with code 3",
         ),
         (
-            "[1,0]<stderr>: Traceback (most recent call last):\n[1,0]<stderr>:   File \"x\"\n[1,0]<stderr>: KeyError: 'a'\n",
+            (
+                "[1,0]<stderr>: Traceback (most recent call last):\n"
+                "[1,0]<stderr>:   File \"x\"\n[1,0]<stderr>: KeyError: 'a'\n"
+            ),
             "job failed: rank 0 raised KeyError: 'a'; mpirun exited with code 3",
         ),
         (  # a peer's consequence comes first: the cause is the rank that raised something else
-            '[0] Traceback (most recent call last):\n[0]   File "x"\n'
-            "[0] horovod.common.exceptions.HorovodInternalError: Horovod has stopped: rank 2 shut Horovod down\n"
-            '[2] Traceback (most recent call last):\n[2]   File "y"\n[2] RuntimeError: boom\n',
+            (
+                '[0] Traceback (most recent call last):\n[0]   File "x"\n'
+                "[0] horovod.common.exceptions.HorovodInternalError: Horovod has stopped: rank 2 shut Horovod down\n"
+                '[2] Traceback (most recent call last):\n[2]   File "y"\n[2] RuntimeError: boom\n'
+            ),
             "job failed: rank 2 raised RuntimeError: boom; mpirun exited with code 3",
         ),
         (  # chained exceptions: the last one is what the rank died of
-            "[1] Traceback (most recent call last):\n[1]   File \"x\"\n[1] KeyError: 'a'\n[1] \n"
-            "[1] During handling of the above exception, another exception occurred:\n[1] \n"
-            '[1] Traceback (most recent call last):\n[1]   File "y"\n[1] ValueError: b\n',
+            (
+                "[1] Traceback (most recent call last):\n[1]   File \"x\"\n[1] KeyError: 'a'\n[1] \n"
+                "[1] During handling of the above exception, another exception occurred:\n[1] \n"
+                '[1] Traceback (most recent call last):\n[1]   File "y"\n[1] ValueError: b\n'
+            ),
             "job failed: rank 1 raised ValueError: b; mpirun exited with code 3",
         ),
         (  # only consequences (the culprit called sys.exit): the one they name
-            '[0] Traceback (most recent call last):\n[0]   File "x"\n'
-            "[0] horovod.common.exceptions.HorovodInternalError: Horovod has stopped: rank 1 shut Horovod down\n",
-            "job failed: rank 1 (named by rank 0's error: horovod.common.exceptions.HorovodInternalError: "
-            "Horovod has stopped: rank 1 shut Horovod down); mpirun exited with code 3",
+            (
+                '[0] Traceback (most recent call last):\n[0]   File "x"\n'
+                "[0] horovod.common.exceptions.HorovodInternalError: Horovod has stopped: rank 1 shut Horovod down\n"
+            ),
+            (
+                "job failed: rank 1 (named by rank 0's error: horovod.common.exceptions.HorovodInternalError: "
+                "Horovod has stopped: rank 1 shut Horovod down); mpirun exited with code 3"
+            ),
         ),
         ("nothing useful\n", "job failed: mpirun exited with code 3 (it did not say which rank)"),
     ],

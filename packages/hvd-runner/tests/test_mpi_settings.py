@@ -248,7 +248,7 @@ def test_mpich_output_directory_is_made(tmp_path: Path) -> None:
 def test_verbose_shows_the_command_and_no_secret_value() -> None:
     environ = {"PATH": "/bin", "MY_API_TOKEN": "s3cret-value", "HOROVOD_RENDEZVOUS_SECRET": "0ld-secret"}
     ns = parse("--mpi", "-np", "2", "--verbose", "--mpi-args=--mca btl self,tcp")
-    job, env, _ = mpi_run.prepare(ns, ["python", "train.py"], environ, OMPI)
+    job, _, _ = mpi_run.prepare(ns, ["python", "train.py"], environ, OMPI)
     from horovod.runner import mpi_command
 
     argv = mpi_command.build(job)

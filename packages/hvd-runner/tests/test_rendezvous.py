@@ -168,7 +168,7 @@ def test_too_many_keys_is_refused(server: RendezvousServer, client: RendezvousCl
     for i in range(16):
         client.set(f"k{i}", b"")
     client.set("k0", b"replacing an existing key is fine")
-    with pytest.raises(RendezvousError, match="507.*maximum of 16 keys"):
+    with pytest.raises(RendezvousError, match=r"507.*maximum of 16 keys"):
         client.set("one-too-many", b"")
     assert len(server) == 16
 
@@ -347,6 +347,6 @@ def test_a_local_job_server_listens_on_loopback_only(job_env: dict[str, str]) ->
     )
     result = horovodrun("-np", "2", "-H", "localhost:2", *python_ranks(code), env=job_env)
     assert result.returncode == 0, result.stderr
-    seen = [l.split(":", 1)[1] for l in result.stdout.splitlines() if ">:rendezvous " in l]
+    seen = [out.split(":", 1)[1] for out in result.stdout.splitlines() if ">:rendezvous " in out]
     expected = "rendezvous 127.0.0.1 " + ("None" if address is None else "False")
     assert seen == [expected, expected], result.stdout

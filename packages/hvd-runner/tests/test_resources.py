@@ -65,7 +65,8 @@ MEASURE = textwrap.dedent(
     done = usage()
     assert all(np.array_equal(r, e) for r, e in zip(results, expected))
     hvd.shutdown()
-    print("usage " + json.dumps({"before": before, "running": running, "cycles": cycles, "warm": warm, "done": done}), flush=True)
+    usages = {"before": before, "running": running, "cycles": cycles, "warm": warm, "done": done}
+    print("usage " + json.dumps(usages), flush=True)
     """
 )
 

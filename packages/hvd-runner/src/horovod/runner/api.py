@@ -25,7 +25,7 @@ def _log(message: str) -> None:
 
 def run(
     func: Callable[..., Any],
-    args: tuple = (),
+    args: tuple[Any, ...] = (),
     kwargs: Mapping[str, Any] | None = None,
     np: int = 1,
     min_np: int | None = None,

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from horovod.runner.env_mapping import LOG_LEVELS
 
+Number = TypeVar("Number", int, float)
 
-def _number(convert: type, kind: str, minimum: float, too_small: str):
+
+def _number(convert: Callable[[str], Number], kind: str, minimum: float, too_small: str) -> Callable[[str], Number]:
     """An argparse type: ``convert`` of the text, at least ``minimum``; errors name the value."""
 
-    def parse(text: str):
+    def parse(text: str) -> Number:
         try:
             value = convert(text)
         except ValueError:

@@ -5,6 +5,7 @@ Shared by ``horovodrun`` (:mod:`horovod.runner.launch`) and ``horovod.run`` (:mo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shlex
@@ -83,10 +84,8 @@ def run_job(
     with RendezvousServer(secret, host=settings.rendezvous_host, max_value_bytes=max_value) as server:
 
         def publish_loss(line: str) -> None:
-            try:
+            with contextlib.suppress(StoreFull):  # the job filled the store: survivors only miss this detail
                 server.set(failure_report_key(job_key), line.encode())
-            except StoreFull:  # the job filled the store: survivors only miss this detail
-                pass
 
         losses = loss_report.LossReporter(
             publish_loss, hosts={p.rank: p.hostname for p in settings.placements}, reports=reports

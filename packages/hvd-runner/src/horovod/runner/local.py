@@ -11,6 +11,7 @@ group is stopped the same way, so no process outlives the launcher.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import queue
 import signal
@@ -272,7 +273,8 @@ class LocalJob:
             if polls == 2:
                 self._stopped_now.add(rank)
                 self._log(
-                    f"rank {rank} (pid {proc.pid}) is stopped (SIGSTOP, or held by a debugger); the other ranks will time out waiting for it"
+                    f"rank {rank} (pid {proc.pid}) is stopped (SIGSTOP, or held by a debugger); "
+                    "the other ranks will time out waiting for it"
                 )
                 if self._observer is not None:
                     self._observer.rank_stopped(rank, proc.pid)
@@ -326,7 +328,8 @@ class LocalJob:
         stubborn = live - set(self._exits)
         if stubborn:
             self._log(
-                f"rank(s) {', '.join(map(str, sorted(stubborn)))} still running after {self._grace_s:g} s; sending SIGKILL"
+                f"rank(s) {', '.join(map(str, sorted(stubborn)))} still running after {self._grace_s:g} s; "
+                "sending SIGKILL"
             )
         now = time.monotonic()
         for rank in stubborn:
@@ -373,10 +376,8 @@ class _DeferSignals:
         if threading.current_thread() is not threading.main_thread():
             return
         for signum in self.SIGNALS:
-            try:
+            with contextlib.suppress(ValueError, OSError):
                 self._previous[signum] = signal.signal(signum, self._handler)
-            except (ValueError, OSError):
-                pass
 
     def _handler(self, signum: int, frame: object) -> None:
         self._hurry.set()

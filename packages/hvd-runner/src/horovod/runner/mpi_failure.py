@@ -66,9 +66,6 @@ def failed_rank(output: str) -> str | None:
 
 def describe(returncode: int, output: str) -> str:
     """The launcher's one-line summary of a failed mpirun."""
-    if returncode < 0:
-        how = f"mpirun was killed by signal {-returncode}"
-    else:
-        how = f"mpirun exited with code {returncode}"
+    how = f"mpirun was killed by signal {-returncode}" if returncode < 0 else f"mpirun exited with code {returncode}"
     culprit = failed_rank(output)
     return f"job failed: {culprit}; {how}" if culprit else f"job failed: {how} (it did not say which rank)"

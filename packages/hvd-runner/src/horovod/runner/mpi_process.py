@@ -3,9 +3,10 @@
 mpirun starts, watches and stops the ranks itself; what is left here is to pass signals on and to
 hear how it ended. It runs in its own session and process group, so that a Ctrl-C at the terminal
 reaches it once, through horovodrun (which forwards SIGINT and SIGTERM, and SIGHUP as SIGTERM), not
-twice: Open MPI and Hydra treat a second SIGINT as "abort now". If mpirun has not ended ``grace_s`` after the first signal,
-or on a second Ctrl-C, its process group is killed. Its stderr passes through horovodrun, chunk by
-chunk as it comes, and the end of it is kept to name the failed rank (:mod:`mpi_failure`).
+twice: Open MPI and Hydra treat a second SIGINT as "abort now". If mpirun has not ended ``grace_s``
+after the first signal, or on a second Ctrl-C, its process group is killed. Its stderr passes
+through horovodrun, chunk by chunk as it comes, and the end of it is kept to name the failed rank
+(:mod:`mpi_failure`).
 """
 
 from __future__ import annotations

@@ -8,10 +8,11 @@ zero-padded to the width of the last rank, so the files sort in rank order).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
-from typing import IO, BinaryIO, TextIO
+from typing import IO, TextIO
 
 
 class _Sink:
@@ -66,7 +67,7 @@ class OutputRouter:
         if directory is not None:
             os.makedirs(directory, exist_ok=True)
 
-    def attach(self, rank: int, stream: str, pipe: BinaryIO) -> None:
+    def attach(self, rank: int, stream: str, pipe: IO[bytes]) -> None:
         """Starts copying ``pipe`` (the rank's ``stream``: "stdout" or "stderr") until it closes."""
         copy: IO[bytes] | None = None
         directory = self.rank_dir(rank)
@@ -79,7 +80,7 @@ class OutputRouter:
         self._threads.append(thread)
         thread.start()
 
-    def _pump(self, rank: int, stream: str, pipe: BinaryIO, copy: IO[bytes] | None) -> None:
+    def _pump(self, rank: int, stream: str, pipe: IO[bytes], copy: IO[bytes] | None) -> None:
         sink = self._sinks[stream]
         tag = f"[{rank}]<{stream}>:".encode()
         try:
@@ -107,8 +108,6 @@ class OutputRouter:
 
     def close(self) -> None:
         for f in self._files:
-            try:
+            with contextlib.suppress(OSError):
                 f.close()
-            except OSError:
-                pass
         self._files.clear()

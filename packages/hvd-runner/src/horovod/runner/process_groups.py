@@ -6,6 +6,7 @@ started can be signalled and watched as one.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 
@@ -39,7 +40,7 @@ def group_alive(pgid: int) -> bool:
 def is_stopped(pid: int) -> bool:
     """Whether process ``pid`` is stopped by a signal or a tracer (state T or t in /proc)."""
     fields = _stat_fields(pid)
-    return bool(fields) and fields[0] in (b"T", b"t")
+    return bool(fields and fields[0] in (b"T", b"t"))
 
 
 def _stat_fields(pid: int | str) -> list[bytes] | None:
@@ -54,7 +55,5 @@ def _stat_fields(pid: int | str) -> list[bytes] | None:
 
 def signal_group(pgid: int, signum: int) -> None:
     """Sends ``signum`` to process group ``pgid``; a group already gone is not an error."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass

@@ -52,7 +52,13 @@ class RendezvousClient:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str], **options: float) -> RendezvousClient:
+    def from_env(
+        cls,
+        env: Mapping[str, str],
+        *,
+        max_wait_s: float = DEFAULT_MAX_WAIT_S,
+        request_timeout_s: float = REQUEST_TIMEOUT_S,
+    ) -> RendezvousClient:
         """The client for the job ``env`` describes (the variables of :mod:`horovod.runner.worker_env`)."""
         host = env.get(worker_env.RENDEZVOUS_ADDR, "").strip()
         port_text = env.get(worker_env.RENDEZVOUS_PORT, "").strip()
@@ -81,7 +87,9 @@ class RendezvousClient:
             raise RendezvousError(f"{worker_env.RENDEZVOUS_SECRET} is invalid: {error}") from None
         limit_text = env.get(worker_env.RENDEZVOUS_MAX_VALUE_BYTES, "").strip()
         max_value = int(limit_text) if limit_text.isdigit() else DEFAULT_MAX_VALUE_BYTES
-        return cls(host, port, secret, max_value_bytes=max_value, **options)  # type: ignore[arg-type]
+        return cls(
+            host, port, secret, max_value_bytes=max_value, max_wait_s=max_wait_s, request_timeout_s=request_timeout_s
+        )
 
     @property
     def address(self) -> tuple[str, int]:
