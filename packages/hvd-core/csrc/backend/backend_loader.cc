@@ -21,10 +21,10 @@ Status Backend::Load(const std::string& path, std::shared_ptr<Backend>* out) {
   if (!api) return Status::InvalidArgument("backend '" + path + "' returned no function table");
   std::string name = api->name ? api->name : "<unnamed>";
   if (api->abi_version != HVD_BACKEND_ABI_VERSION) {
-    return Status::InvalidArgument(
-        "backend '" + name + "' (" + path + ") implements backend ABI version " + std::to_string(api->abi_version) +
-        ", but this hvd-core supports only version " + std::to_string(HVD_BACKEND_ABI_VERSION) +
-        "; install a release of the backend package built for this hvd-core");
+    return Status::InvalidArgument("backend '" + name + "' (" + path + ") implements backend ABI version " +
+                                   std::to_string(api->abi_version) + ", but this hvd-core supports only version " +
+                                   std::to_string(HVD_BACKEND_ABI_VERSION) +
+                                   "; install a release of the backend package built for this hvd-core");
   }
   if (api->struct_size < sizeof(hvd_backend_v1)) {
     return Status::InvalidArgument("backend '" + name + "' (" + path + ") has a truncated function table (" +
@@ -35,10 +35,10 @@ Status Backend::Load(const std::string& path, std::shared_ptr<Backend>* out) {
     const void* fn;
     const char* name;
   } required[] = {
-      {(const void*)api->comm_create, "comm_create"},   {(const void*)api->comm_destroy, "comm_destroy"},
-      {(const void*)api->last_error, "last_error"},     {(const void*)api->allreduce, "allreduce"},
-      {(const void*)api->allgatherv, "allgatherv"},     {(const void*)api->broadcast, "broadcast"},
-      {(const void*)api->alltoallv, "alltoallv"},       {(const void*)api->reducescatter, "reducescatter"},
+      {(const void*)api->comm_create, "comm_create"}, {(const void*)api->comm_destroy, "comm_destroy"},
+      {(const void*)api->last_error, "last_error"},   {(const void*)api->allreduce, "allreduce"},
+      {(const void*)api->allgatherv, "allgatherv"},   {(const void*)api->broadcast, "broadcast"},
+      {(const void*)api->alltoallv, "alltoallv"},     {(const void*)api->reducescatter, "reducescatter"},
       {(const void*)api->barrier, "barrier"},
   };
   for (const Required& r : required) {
@@ -61,8 +61,8 @@ Status Backend::Load(const std::string& path, std::shared_ptr<Backend>* out) {
   return Status::Ok();
 }
 
-Status Comm::Create(std::shared_ptr<Backend> backend, const hvd_comm_config_v1& config,
-                    const hvd_store_v1* store, std::unique_ptr<Comm>* out) {
+Status Comm::Create(std::shared_ptr<Backend> backend, const hvd_comm_config_v1& config, const hvd_store_v1* store,
+                    std::unique_ptr<Comm>* out) {
   char error[1024] = "";
   hvd_comm* handle = nullptr;
   int rc = backend->api()->comm_create(&config, store, &handle, error, sizeof error);

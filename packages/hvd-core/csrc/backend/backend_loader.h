@@ -38,8 +38,8 @@ class Comm {
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
 
-  static Status Create(std::shared_ptr<Backend> backend, const hvd_comm_config_v1& config,
-                       const hvd_store_v1* store, std::unique_ptr<Comm>* out);
+  static Status Create(std::shared_ptr<Backend> backend, const hvd_comm_config_v1& config, const hvd_store_v1* store,
+                       std::unique_ptr<Comm>* out);
 
   int32_t rank() const { return rank_; }
   int32_t size() const { return size_; }
@@ -54,8 +54,8 @@ class Comm {
   Status Broadcast(void* buf, size_t count, hvd_dtype dtype, int32_t root);
   Status Alltoallv(const void* send, const std::vector<size_t>& send_counts, void* recv,
                    const std::vector<size_t>& recv_counts, hvd_dtype dtype);
-  Status Reducescatter(const void* send, void* recv, const std::vector<size_t>& counts,
-                       hvd_dtype dtype, hvd_reduce_op op);
+  Status Reducescatter(const void* send, void* recv, const std::vector<size_t>& counts, hvd_dtype dtype,
+                       hvd_reduce_op op);
   Status Barrier();
 
  private:

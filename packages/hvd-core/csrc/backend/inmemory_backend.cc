@@ -90,8 +90,8 @@ int Arrive(hvd_comm* c, const char* what) {
     g.cv.notify_all();
     return HVD_OK;
   }
-  bool done = g.cv.wait_for(lk, std::chrono::milliseconds(c->timeout_ms),
-                            [&] { return g.generation != gen || g.broken; });
+  bool done =
+      g.cv.wait_for(lk, std::chrono::milliseconds(c->timeout_ms), [&] { return g.generation != gen || g.broken; });
   if (g.generation != gen) return HVD_OK;
   if (g.broken) return Fail(c, HVD_ERR_PEER_LOST, g.broken_reason);
   (void)done;
@@ -216,7 +216,8 @@ int Allgatherv(hvd_comm* c, const void* send, void* recv, const size_t* counts, 
   size_t esize = hvd::dtype_size(dtype), offset = 0;
   for (int r = 0; r < g.size; ++r) {
     if (g.slots[r].count != counts[r])
-      return Fail(c, HVD_ERR_INVALID_ARGUMENT, "allgatherv: rank " + std::to_string(r) + " sends a different count than expected");
+      return Fail(c, HVD_ERR_INVALID_ARGUMENT,
+                  "allgatherv: rank " + std::to_string(r) + " sends a different count than expected");
     if (counts[r]) std::memcpy((uint8_t*)recv + offset, g.slots[r].send, counts[r] * esize);
     offset += counts[r] * esize;
   }
@@ -234,7 +235,8 @@ int Broadcast(hvd_comm* c, void* buf, size_t count, hvd_dtype dtype, int32_t roo
   int rc = Publish(c, s);
   if (rc != HVD_OK) return rc;
   const Slot& r = c->group->slots[root];
-  if (r.count != count || r.root != root) return Fail(c, HVD_ERR_INVALID_ARGUMENT, "broadcast count or root differs between ranks");
+  if (r.count != count || r.root != root)
+    return Fail(c, HVD_ERR_INVALID_ARGUMENT, "broadcast count or root differs between ranks");
   if (c->rank != root && count) std::memcpy(buf, r.send, count * hvd::dtype_size(dtype));
   return Arrive(c, "broadcast");
 }
@@ -255,17 +257,17 @@ int Alltoallv(hvd_comm* c, const void* send, const size_t* send_counts, void* re
     size_t in = 0;
     for (int k = 0; k < c->rank; ++k) in += peer.counts[k];
     if (peer.counts[c->rank] != recv_counts[r])
-      return Fail(c, HVD_ERR_INVALID_ARGUMENT, "alltoallv: rank " + std::to_string(r) + " sends " +
-                                                   std::to_string(peer.counts[c->rank]) + " elements, expected " +
-                                                   std::to_string(recv_counts[r]));
-    if (recv_counts[r]) std::memcpy((uint8_t*)recv + out * esize, (const uint8_t*)peer.send + in * esize, recv_counts[r] * esize);
+      return Fail(c, HVD_ERR_INVALID_ARGUMENT,
+                  "alltoallv: rank " + std::to_string(r) + " sends " + std::to_string(peer.counts[c->rank]) +
+                      " elements, expected " + std::to_string(recv_counts[r]));
+    if (recv_counts[r])
+      std::memcpy((uint8_t*)recv + out * esize, (const uint8_t*)peer.send + in * esize, recv_counts[r] * esize);
     out += recv_counts[r];
   }
   return Arrive(c, "alltoallv");
 }
 
-int Reducescatter(hvd_comm* c, const void* send, void* recv, const size_t* counts, hvd_dtype dtype,
-                  hvd_reduce_op op) {
+int Reducescatter(hvd_comm* c, const void* send, void* recv, const size_t* counts, hvd_dtype dtype, hvd_reduce_op op) {
   Slot s;
   s.kind = Kind::kReducescatter;
   s.send = send;
@@ -280,7 +282,8 @@ int Reducescatter(hvd_comm* c, const void* send, void* recv, const size_t* count
   size_t n = counts[c->rank];
   const uint8_t* first = (const uint8_t*)g.slots[0].send + offset * esize;
   std::vector<uint8_t> acc(first, first + n * esize);
-  for (int r = 1; r < g.size; ++r) hvd::reduce_into(dtype, op, acc.data(), (const uint8_t*)g.slots[r].send + offset * esize, n);
+  for (int r = 1; r < g.size; ++r)
+    hvd::reduce_into(dtype, op, acc.data(), (const uint8_t*)g.slots[r].send + offset * esize, n);
   rc = Arrive(c, "reducescatter");
   if (rc != HVD_OK) return rc;
   if (n) std::memcpy(recv, acc.data(), n * esize);

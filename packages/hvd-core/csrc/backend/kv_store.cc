@@ -49,9 +49,9 @@ Status InMemoryStore::Set(const std::string& key, const std::vector<uint8_t>& va
 
 Status InMemoryStore::Get(const std::string& key, int64_t timeout_ms, std::vector<uint8_t>* value) {
   std::unique_lock<std::mutex> lk(mu_);
-  bool found = cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms),
-                            [&] { return data_.count(key) > 0; });
-  if (!found) return Status::Aborted("timed out after " + std::to_string(timeout_ms) + " ms waiting for store key '" + key + "'");
+  bool found = cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return data_.count(key) > 0; });
+  if (!found)
+    return Status::Aborted("timed out after " + std::to_string(timeout_ms) + " ms waiting for store key '" + key + "'");
   *value = data_[key];
   return Status::Ok();
 }

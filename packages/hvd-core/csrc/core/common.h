@@ -87,8 +87,7 @@ std::string ShapeString(const std::vector<int64_t>& shape);
 std::string RanksString(const std::vector<int32_t>& ranks);
 
 inline int64_t NowMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 

@@ -1,8 +1,8 @@
 #include "diagnostics/logging.h"
 
+#include <sys/time.h>
 #include <cstdio>
 #include <ctime>
-#include <sys/time.h>
 
 namespace hvdcore {
 

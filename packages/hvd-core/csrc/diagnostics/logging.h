@@ -24,9 +24,8 @@ class Logger {
 }  // namespace hvdcore
 
 // HVD_LOG(logger, kWarning) << "text";  the stream is only built when the level is enabled.
-#define HVD_LOG(logger, lvl)                                                  \
-  for (bool hvd_log_once_ = (logger).enabled(::hvdcore::LogLevel::lvl); hvd_log_once_; \
-       hvd_log_once_ = false)                                                  \
+#define HVD_LOG(logger, lvl)                                                                                  \
+  for (bool hvd_log_once_ = (logger).enabled(::hvdcore::LogLevel::lvl); hvd_log_once_; hvd_log_once_ = false) \
   ::hvdcore::LogLine((logger), ::hvdcore::LogLevel::lvl).stream()
 
 namespace hvdcore {

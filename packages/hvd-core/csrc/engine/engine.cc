@@ -102,7 +102,8 @@ void Engine::Start() {
     if (ranks.empty() || std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end() || ranks.front() < 0 ||
         ranks.back() >= config_.size) {
       throw StatusError{Status::InvalidArgument("process set " + RanksString(given) +
-                                                " must list distinct ranks in [0, " + std::to_string(config_.size) + ")")};
+                                                " must list distinct ranks in [0, " + std::to_string(config_.size) +
+                                                ")")};
     }
     if (!seen.insert(ranks).second) {
       throw StatusError{Status::InvalidArgument("process set " + RanksString(ranks) + " is given twice")};
@@ -175,9 +176,11 @@ std::shared_ptr<HandleState> Engine::Enqueue(std::unique_ptr<TensorEntry> e) {
   Status st = ValidateEntry(*e, ps->size(), backend_->api()->device_kinds);
   if (!st.ok()) throw StatusError{st};
   if (!ps->in_flight.insert(e->name).second) {
-    throw StatusError{Status::InvalidArgument(
-        std::string(OpTypeName(e->type)) + " of tensor '" + e->name + "': an operation with this name is already in "
-        "progress on process set " + std::to_string(ps->id) + "; names of operations in flight must be unique")};
+    throw StatusError{Status::InvalidArgument(std::string(OpTypeName(e->type)) + " of tensor '" + e->name +
+                                              "': an operation with this name is already in "
+                                              "progress on process set " +
+                                              std::to_string(ps->id) +
+                                              "; names of operations in flight must be unique")};
   }
   auto handle = std::make_shared<HandleState>(bell_);
   e->handle = handle;
@@ -208,8 +211,9 @@ std::shared_ptr<HandleState> Engine::AddProcessSet(std::vector<int32_t> ranks) {
     }
     if (ranks.empty() || std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end() || ranks.front() < 0 ||
         ranks.back() >= config_.size) {
-      throw StatusError{Status::InvalidArgument("process set " + RanksString(ranks) + " must list distinct ranks in [0, " +
-                                                std::to_string(config_.size) + ")")};
+      throw StatusError{Status::InvalidArgument("process set " + RanksString(ranks) +
+                                                " must list distinct ranks in [0, " + std::to_string(config_.size) +
+                                                ")")};
     }
     for (auto& kv : sets_)
       if (kv.second->ranks == ranks && !std::count(sets_to_remove_.begin(), sets_to_remove_.end(), kv.first))
@@ -231,7 +235,8 @@ std::shared_ptr<HandleState> Engine::RemoveProcessSet(int32_t id) {
           "removing process sets requires dynamic process sets: set HOROVOD_DYNAMIC_PROCESS_SETS=1")};
     }
     if (id == 0) throw StatusError{Status::InvalidArgument("the global process set (id 0) cannot be removed")};
-    if (!FindSet(id)) throw StatusError{Status::InvalidArgument("process set " + std::to_string(id) + " does not exist")};
+    if (!FindSet(id))
+      throw StatusError{Status::InvalidArgument("process set " + std::to_string(id) + " does not exist")};
   }
   auto e = std::make_unique<TensorEntry>();
   e->type = OpType::kRemoveProcessSet;
@@ -336,7 +341,8 @@ void Engine::Loop() {
         ProcessSet* ps = FindSet(e->process_set_id);
         if (!ps) {  // removed between enqueue and now
           lk.unlock();
-          e->handle->Complete(Status::InvalidArgument("process set " + std::to_string(e->process_set_id) + " was removed"));
+          e->handle->Complete(
+              Status::InvalidArgument("process set " + std::to_string(e->process_set_id) + " was removed"));
           lk.lock();
           continue;
         }
@@ -395,8 +401,8 @@ Status Engine::RunSet(ProcessSet& ps, StopWish wish, bool* stop, bool* anyone_bu
   auto negotiation_start = std::chrono::steady_clock::now();
   Status st = controller_.RunCycle(ps, ps.id == 0 ? wish : StopWish::kNone, busy, &result, &negotiation_stats_);
   if (ps.id == 0) {
-    pacer_.Record(std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
-                                                                         negotiation_start));
+    pacer_.Record(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - negotiation_start));
   }
   if (!st.ok()) {
     *cause = StopCause::kTransport;
@@ -441,8 +447,8 @@ Status Engine::ExecuteCycle(ProcessSet& ps, CycleResult& result) {
   std::vector<Response> run;
   run.reserve(result.responses.size());
   for (Response& r : result.responses) {
-    bool change = r.kind == Response::Kind::kOp &&
-                  (r.type == OpType::kAddProcessSet || r.type == OpType::kRemoveProcessSet);
+    bool change =
+        r.kind == Response::Kind::kOp && (r.type == OpType::kAddProcessSet || r.type == OpType::kRemoveProcessSet);
     if (!change) {
       run.push_back(std::move(r));
       continue;
@@ -493,7 +499,8 @@ Status Engine::ApplyProcessSetChange(const Response& r) {
   }
   if (target) {
     for (auto& kv : target->pending)
-      Complete(*target, std::move(kv.second), Status::InvalidArgument("process set " + std::to_string(id) + " was removed"));
+      Complete(*target, std::move(kv.second),
+               Status::InvalidArgument("process set " + std::to_string(id) + " was removed"));
     target->pending.clear();
     target->arrival.clear();
   }

@@ -12,10 +12,12 @@ std::string Quote(const TensorEntry& e) { return std::string(OpTypeName(e.type))
 
 Status CheckReduction(const TensorEntry& e) {
   if (e.op == ReduceOp::kAdasum) {
-    return Status::InvalidArgument(Quote(e) + ": op=Adasum is not supported by this release of hvd-core; use Average or Sum");
+    return Status::InvalidArgument(Quote(e) +
+                                   ": op=Adasum is not supported by this release of hvd-core; use Average or Sum");
   }
   if (e.type == OpType::kReducescatter && e.op != ReduceOp::kSum && e.op != ReduceOp::kAverage) {
-    return Status::InvalidArgument(Quote(e) + ": reducescatter supports op=Sum and op=Average, got " + ReduceOpName(e.op));
+    return Status::InvalidArgument(Quote(e) + ": reducescatter supports op=Sum and op=Average, got " +
+                                   ReduceOpName(e.op));
   }
   if (e.input.dtype == HVD_DTYPE_BOOL) {
     if (e.op == ReduceOp::kSum || e.op == ReduceOp::kAverage) {
@@ -48,7 +50,8 @@ Status CheckOutput(const TensorEntry& e) {
 
 Status ValidateEntry(const TensorEntry& e, int32_t set_size, uint32_t device_kinds) {
   if (e.name.empty()) return Status::InvalidArgument(std::string(OpTypeName(e.type)) + ": the tensor name is empty");
-  if (e.name.size() > kMaxNameBytes) return Status::InvalidArgument(Quote(e).substr(0, 80) + "...: the name is too long");
+  if (e.name.size() > kMaxNameBytes)
+    return Status::InvalidArgument(Quote(e).substr(0, 80) + "...: the name is too long");
   bool data_op = e.type == OpType::kAllreduce || e.type == OpType::kAllgather || e.type == OpType::kBroadcast ||
                  e.type == OpType::kAlltoall || e.type == OpType::kReducescatter;
   if (!data_op) return Status::Ok();
@@ -73,8 +76,7 @@ Status ValidateEntry(const TensorEntry& e, int32_t set_size, uint32_t device_kin
       Status s = CheckReduction(e);
       return s.ok() ? CheckOutput(e) : s;
     }
-    case OpType::kReducescatter:
-      return CheckReduction(e);
+    case OpType::kReducescatter: return CheckReduction(e);
     case OpType::kBroadcast:
       if (e.root < 0 || e.root >= set_size) {
         return Status::InvalidArgument(Quote(e) + ": root rank " + std::to_string(e.root) +
@@ -86,7 +88,8 @@ Status ValidateEntry(const TensorEntry& e, int32_t set_size, uint32_t device_kin
       if (e.splits.empty()) {
         if (rows % set_size != 0) {
           return Status::InvalidArgument(Quote(e) + ": without splits the first dimension (" + std::to_string(rows) +
-                                         ") must be divisible by the number of ranks (" + std::to_string(set_size) + ")");
+                                         ") must be divisible by the number of ranks (" + std::to_string(set_size) +
+                                         ")");
         }
         return Status::Ok();
       }
@@ -105,8 +108,7 @@ Status ValidateEntry(const TensorEntry& e, int32_t set_size, uint32_t device_kin
       }
       return Status::Ok();
     }
-    default:
-      return Status::Ok();
+    default: return Status::Ok();
   }
 }
 

@@ -45,7 +45,8 @@ bool SharesMemory(const std::vector<std::unique_ptr<TensorEntry>>& entries, size
     const size_t bytes = e ? (size_t)Elements(e->input.shape) * esize : 0;
     if (!bytes) continue;
     ranges.push_back({(uintptr_t)e->input.data, (uintptr_t)e->input.data + bytes, i});
-    if (e->output.data != e->input.data) ranges.push_back({(uintptr_t)e->output.data, (uintptr_t)e->output.data + bytes, i});
+    if (e->output.data != e->input.data)
+      ranges.push_back({(uintptr_t)e->output.data, (uintptr_t)e->output.data + bytes, i});
   }
   std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
   // Sweep in address order, keeping the furthest end reached and whose it is.
@@ -183,15 +184,12 @@ Status Executor::Run(ProcessSet& ps, const Response& r, std::vector<std::unique_
     case OpType::kBroadcast: return Broadcast(ps, r, e);
     case OpType::kAlltoall: return Alltoall(ps, r, e);
     case OpType::kReducescatter: return Reducescatter(ps, r, e);
-    case OpType::kBarrier:
-      ++stats_.backend_calls[(int)OpType::kBarrier];
-      return ps.comm->Barrier();
+    case OpType::kBarrier: ++stats_.backend_calls[(int)OpType::kBarrier]; return ps.comm->Barrier();
     case OpType::kJoin:
       ps.joined = false;
       if (e) e->handle->value = ps.ranks[r.last_joined_rank];
       return Status::Ok();
-    default:
-      return Status::Aborted(std::string("unexpected response type ") + OpTypeName(r.type));
+    default: return Status::Aborted(std::string("unexpected response type ") + OpTypeName(r.type));
   }
 }
 
@@ -426,7 +424,8 @@ Status Executor::Reducescatter(ProcessSet& ps, const Response& r, TensorEntry* e
   e->handle->output = out;
   e->handle->output_dtype = r.dtype;
   e->handle->output_shape = shape;
-  e->handle->output_shape[0] = row ? (int64_t)(counts[ps.my_rank] / row) : (shape[0] / n + (ps.my_rank < shape[0] % n ? 1 : 0));
+  e->handle->output_shape[0] =
+      row ? (int64_t)(counts[ps.my_rank] / row) : (shape[0] / n + (ps.my_rank < shape[0] % n ? 1 : 0));
   return st;
 }
 

@@ -26,9 +26,11 @@ using CompleteFn = std::function<void(ProcessSet&, std::unique_ptr<TensorEntry>,
 
 class Executor {
  public:
-  Executor(const Logger& log, Timeline& timeline, int64_t fusion_threshold, ExecutionStats& stats,
-           CompleteFn complete)
-      : log_(log), timeline_(timeline), fusion_threshold_(fusion_threshold), stats_(stats),
+  Executor(const Logger& log, Timeline& timeline, int64_t fusion_threshold, ExecutionStats& stats, CompleteFn complete)
+      : log_(log),
+        timeline_(timeline),
+        fusion_threshold_(fusion_threshold),
+        stats_(stats),
         complete_(std::move(complete)) {}
 
   // Executes the cycle's responses for `ps` in order, taking their entries out of `ps.pending`

@@ -49,8 +49,7 @@ Request Controller::MakeRequest(const ProcessSet& ps, const TensorEntry& e, bool
   return r;
 }
 
-Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResult* out,
-                            NegotiationStats* stats) {
+Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResult* out, NegotiationStats* stats) {
   const int32_t n = ps.size();
   const int64_t now = NowMicros();
   ++stats->cycles;
@@ -92,9 +91,10 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
   const size_t inline_at = kBitmapsAt + 2 * bitmap;
   const size_t record_size = inline_at + (size_t)inline_bytes_;
   std::vector<uint8_t> record(record_size, 0);
-  record[kFlagsAt] = (uint8_t)((stop != StopWish::kNone ? kShutdown : 0) | (stop == StopWish::kStopFailed ? kFailed : 0) |
-                               (!requests.empty() || !stall_error.empty() ? kNeedCoordinator : 0) |
-                               (ps.joined ? kJoined : 0) | (busy || !ps.pending.empty() ? kBusy : 0));
+  record[kFlagsAt] =
+      (uint8_t)((stop != StopWish::kNone ? kShutdown : 0) | (stop == StopWish::kStopFailed ? kFailed : 0) |
+                (!requests.empty() || !stall_error.empty() ? kNeedCoordinator : 0) | (ps.joined ? kJoined : 0) |
+                (busy || !ps.pending.empty() ? kBusy : 0));
   uint32_t request_len = (uint32_t)encoded.size();
   std::memcpy(&record[kRequestLenAt], &request_len, 4);
   std::sort(hits.begin(), hits.end());
@@ -112,8 +112,8 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
     }
   }
   out->records.resize(record_size * (size_t)n);
-  Status st = ps.comm->Allgatherv(record.data(), out->records.data(), std::vector<size_t>(n, record_size),
-                                  HVD_DTYPE_UINT8);
+  Status st =
+      ps.comm->Allgatherv(record.data(), out->records.data(), std::vector<size_t>(n, record_size), HVD_DTYPE_UINT8);
   if (!st.ok()) return st;
 
   auto rec = [&](int32_t r) { return &out->records[(size_t)r * record_size]; };
@@ -146,8 +146,7 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
       all_inline = all_inline && ((joined[r] && !has) || GetBit(rec(r) + kBitmapsAt + bitmap, s));
     }
     const Response& r = ps.cache.Get(s);
-    if (someone && everyone && r.type == OpType::kBroadcast && joined[r.root] &&
-        !GetBit(rec(r.root) + kBitmapsAt, s)) {
+    if (someone && everyone && r.type == OpType::kBroadcast && joined[r.root] && !GetBit(rec(r.root) + kBitmapsAt, s)) {
       // The root has joined: the coordinator must report it. Every rank drops the entry (the
       // decision uses only gathered records), so the holders renegotiate it next cycle.
       for (int32_t m = 0; m < n; ++m)

@@ -161,10 +161,12 @@ Response Coordinator::Build(const std::string& name, const Pending& p) const {
 
   bool ok = agree("collective operations", [](const Request& r) { return std::string(OpTypeName(r.type)); });
   ok = ok && agree("data types", [](const Request& r) { return std::string(hvd::dtype_name(r.dtype)); });
-  ok = ok && agree("devices", [](const Request& r) { return std::string(r.device_kind == HVD_DEVICE_CPU ? "cpu" : "cuda"); });
+  ok = ok &&
+       agree("devices", [](const Request& r) { return std::string(r.device_kind == HVD_DEVICE_CPU ? "cpu" : "cuda"); });
   ok = ok && agree("groups", [](const Request& r) {
-    return r.group_id < 0 ? std::string("no group") : "group " + std::to_string(r.group_id) + " of " + std::to_string(r.group_size);
-  });
+         return r.group_id < 0 ? std::string("no group")
+                               : "group " + std::to_string(r.group_id) + " of " + std::to_string(r.group_size);
+       });
   switch (ref.type) {
     case OpType::kAllreduce:
     case OpType::kReducescatter:
@@ -183,9 +185,7 @@ Response Coordinator::Build(const std::string& name, const Pending& p) const {
       }
       break;
     case OpType::kAllgather:
-    case OpType::kAlltoall:
-      ok = ok && agree("shapes (all dimensions but the first must match)", trailing);
-      break;
+    case OpType::kAlltoall: ok = ok && agree("shapes (all dimensions but the first must match)", trailing); break;
     case OpType::kAddProcessSet:
     case OpType::kRemoveProcessSet:
       if (ref.type == OpType::kAddProcessSet) {
@@ -203,8 +203,7 @@ Response Coordinator::Build(const std::string& name, const Pending& p) const {
         ok = false;
       }
       break;
-    default:
-      break;
+    default: break;
   }
   if (!ok) return error;
 

@@ -19,7 +19,10 @@ namespace hvdcore {
 struct ProcessSet {
   ProcessSet(int32_t id_, std::vector<int32_t> ranks_, int32_t my_engine_rank, int32_t cache_capacity,
              const StallInspector& stall_settings)
-      : id(id_), ranks(std::move(ranks_)), cache(cache_capacity), coordinator((int32_t)ranks.size()),
+      : id(id_),
+        ranks(std::move(ranks_)),
+        cache(cache_capacity),
+        coordinator((int32_t)ranks.size()),
         stall(stall_settings) {
     for (size_t i = 0; i < ranks.size(); ++i)
       if (ranks[i] == my_engine_rank) my_rank = (int32_t)i;

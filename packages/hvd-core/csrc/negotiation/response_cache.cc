@@ -18,14 +18,12 @@ bool EntryMatchesResponse(const TensorEntry& e, const Response& r, int32_t set_s
     case OpType::kAllreduce:
     case OpType::kReducescatter:
       return r.op == e.op && r.prescale == e.prescale && r.postscale == e.postscale && r.shapes[0] == e.input.shape;
-    case OpType::kBroadcast:
-      return r.root == e.root && r.shapes[0] == e.input.shape;
+    case OpType::kBroadcast: return r.root == e.root && r.shapes[0] == e.input.shape;
     case OpType::kAllgather:
     case OpType::kAlltoall:
       // The first dimension may change from call to call; it is exchanged when the op runs.
       return TrailingDimsEqual(r.shapes[0], e.input.shape);
-    default:
-      return false;
+    default: return false;
   }
 }
 
