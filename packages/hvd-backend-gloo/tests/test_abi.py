@@ -56,7 +56,7 @@ def test_small_and_ring_allreduce_agree_bitwise_on_every_rank(size: int) -> None
 
     def member(comm: _abi.Comm) -> list:
         results = []
-        for count, per_rank in inputs.items():
+        for per_rank in inputs.values():
             for round_ in range(4):
                 send = per_rank[comm.rank] * (round_ + 1)
                 recv = send if round_ % 2 else np.empty_like(send)
@@ -192,10 +192,10 @@ def test_multi_buffer_allreduce_is_one_allreduce_of_the_buffers_in_order(size: i
             sends = [((np.arange(c) % 13) + comm.rank + round_).astype(np.float32) for c in counts]
             before = [s.copy() for s in sends]
             recvs = [s if i % 2 else np.full_like(s, -1) for i, s in enumerate(sends)]
-            assert comm.allreduce_buffers(list(zip(sends, recvs)), "float32", _abi.SUM, scale) == _abi.OK, (
-                comm.last_error
-            )
-            for i, (c, recv) in enumerate(zip(counts, recvs)):
+            assert (
+                comm.allreduce_buffers(list(zip(sends, recvs, strict=True)), "float32", _abi.SUM, scale) == _abi.OK
+            ), comm.last_error
+            for i, (c, recv) in enumerate(zip(counts, recvs, strict=True)):
                 total = sum(((np.arange(c) % 13) + r + round_).astype(np.float32) for r in range(comm.size))
                 np.testing.assert_array_equal(recv, total * np.float32(scale), err_msg=f"buffer {i}")
                 if i % 2 == 0:

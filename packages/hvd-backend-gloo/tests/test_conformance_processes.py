@@ -25,4 +25,4 @@ class TestGlooConformanceProcesses(BackendConformance):
 
 
 class TestGlooConformanceProcessesOverTcp(TestGlooConformanceProcesses):
-    transport_env = {"HOROVOD_GLOO_SHARED_MEMORY": "0"}
+    transport_env: ClassVar[dict[str, str]] = {"HOROVOD_GLOO_SHARED_MEMORY": "0"}

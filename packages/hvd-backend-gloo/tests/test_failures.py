@@ -4,7 +4,8 @@ Through the engine: a rank that arrives after HOROVOD_GLOO_TIMEOUT_SECONDS makes
 with HorovodInternalError naming gloo, the missing rank and the timeout. Through the C ABI (the
 engine keeps every rank negotiating, so it cannot leave a collective unmatched): a collective a
 peer never joins times out, and a peer that closes its connections is reported as lost without
-waiting for the timeout; over both transports (conftest.py). Every test is bounded by its cluster's or harness's own time limit.
+waiting for the timeout; over both transports (conftest.py). Every test is bounded by its cluster's
+or harness's own time limit.
 """
 
 from __future__ import annotations

@@ -255,8 +255,8 @@ def test_counts_split_differently_and_scales_that_differ_are_named() -> None:
     for rank, (rc, message) in enumerate(_abi.run_members(2, split, timeout_ms=10000)):
         assert rc == _abi.INVALID_ARGUMENT, message
         assert (
-            "rank %d called reducescatter of 40 bytes of float32 (sum), this member reducescatter of 40 bytes of "
-            "float32 (sum) (alike in size, but not in the counts or element size)" % (1 - rank)
+            f"rank {1 - rank} called reducescatter of 40 bytes of float32 (sum), this member reducescatter of 40 "
+            "bytes of float32 (sum) (alike in size, but not in the counts or element size)"
         ) in message, message
 
     def scaled(comm: _abi.Comm) -> tuple[int, str]:

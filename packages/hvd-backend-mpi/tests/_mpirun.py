@@ -68,7 +68,7 @@ class RankPool:
     def __init__(self, np: int, env: Mapping[str, str] | None = None) -> None:
         self.np = np
         self.dir = Path(tempfile.mkdtemp(prefix=f"hvd-mpi-{np}-"))
-        self.log = open(self.dir / "output.log", "wb")
+        self.log = open(self.dir / "output.log", "wb")  # noqa: SIM115 - the pool's output, closed by close()
         self.jobs = 0
         full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
         self.process = subprocess.Popen(

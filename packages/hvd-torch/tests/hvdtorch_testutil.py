@@ -16,7 +16,7 @@ import torch
 
 import horovod.torch as hvd
 from horovod.common.testing import run_cluster
-from horovod.common.testing.cases import expect_error  # noqa: F401  (shared with hvd-core's suite)
+from horovod.common.testing.cases import expect_error as expect_error  # shared with hvd-core's suite
 
 ALL_DTYPES = (
     torch.uint8,

@@ -77,7 +77,7 @@ def case_grouped_allreduce_grad() -> None:
     xs = [seeded(s, seed=10 * rank + i).requires_grad_() for i, s in enumerate(shapes)]
     ys = hvd.grouped_allreduce(xs, op=hvd.Average, name="grad.gar")
     sum((seeded(tuple(y.shape), seed=100 + 10 * rank + i) * y).sum() for i, y in enumerate(ys)).backward()
-    for i, (x, s) in enumerate(zip(xs, shapes)):
+    for i, (x, s) in enumerate(zip(xs, shapes, strict=True)):
         expected = sum(seeded(s, seed=100 + 10 * r + i) for r in range(n)) / n
         assert_grad(x.grad, expected, f"grouped allreduce #{i}")
 

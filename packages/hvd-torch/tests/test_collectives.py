@@ -116,7 +116,7 @@ def case_grouped() -> None:
     tensors = [contribution(rank, (i + 2,), dtype) for i, dtype in enumerate(dtypes)]
     results = hvd.grouped_allreduce(tensors, op=hvd.Sum, name="g.ar")
     assert isinstance(results, list) and len(results) == len(tensors)
-    for i, (result, dtype) in enumerate(zip(results, dtypes)):
+    for i, (result, dtype) in enumerate(zip(results, dtypes, strict=True)):
         assert_close(
             result, reference(hvd.Sum, [contribution(r, (i + 2,), dtype) for r in range(n)]), dtype, f"grouped #{i}"
         )
@@ -403,8 +403,9 @@ def case_call_time_errors() -> None:
     hvd.init()
     unsupported = [torch.complex64, torch.complex128, torch.uint16, torch.uint32, torch.uint64, torch.float8_e4m3fn]
     for dtype in unsupported:  # every other dtype torch has on CPU is refused, naming it
-        expect_error(ValueError, (str(dtype), "not supported"), lambda: hvd.allreduce(torch.zeros(2, dtype=dtype)))
-        expect_error(ValueError, (str(dtype), "not supported"), lambda: hvd.allgather(torch.zeros(2, dtype=dtype)))
+        # d=dtype: each lambda keeps this iteration's dtype (expect_error calls it at once anyway)
+        expect_error(ValueError, (str(dtype), "not supported"), lambda d=dtype: hvd.allreduce(torch.zeros(2, dtype=d)))
+        expect_error(ValueError, (str(dtype), "not supported"), lambda d=dtype: hvd.allgather(torch.zeros(2, dtype=d)))
     expect_error(TypeError, ("torch.Tensor",), lambda: hvd.allreduce([1.0, 2.0]))
     expect_error(ValueError, ("Adasum",), lambda: hvd.allreduce(torch.ones(2), op=hvd.Adasum))
     expect_error(ValueError, ("bool",), lambda: hvd.allreduce(torch.ones(2, dtype=torch.bool), op=hvd.Sum))

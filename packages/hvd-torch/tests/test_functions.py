@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -20,26 +22,31 @@ def model_for(rank: int) -> torch.nn.Module:
     return model
 
 
+def params_as(form: str, model: torch.nn.Module) -> Any:
+    """The parameters of ``model`` in one of the forms broadcast_parameters takes."""
+    if form == "state_dict":
+        return model.state_dict()
+    if form == "named_parameters":
+        return model.named_parameters()
+    if form == "parameters":
+        return model.parameters()
+    return list(model.parameters())
+
+
 def case_broadcast_parameters(root: int) -> list:
     hvd.init()
     rank = hvd.rank()
     expected = model_for(root).state_dict()
     for form in ("state_dict", "named_parameters", "parameters", "list"):
         model = model_for(rank)
-        params = {
-            "state_dict": lambda: model.state_dict(),
-            "named_parameters": lambda: model.named_parameters(),
-            "parameters": lambda: model.parameters(),
-            "list": lambda: list(model.parameters()),
-        }[form]()
-        hvd.broadcast_parameters(params, root_rank=root)
+        hvd.broadcast_parameters(params_as(form, model), root_rank=root)
         got = model.state_dict()
         for key, value in expected.items():
             if form == "state_dict" or key in dict(model.named_parameters()):
                 assert torch.equal(got[key], value), (form, key)
         assert model[0].weight.requires_grad  # parameters stay parameters
     expect_error(ValueError, ("invalid params",), lambda: hvd.broadcast_parameters(42, root_rank=0))
-    return [v for v in model.state_dict().values()]
+    return list(model.state_dict().values())
 
 
 @pytest.mark.parametrize("np_,root", [(2, 0), (3, 1), (3, 2)])
@@ -139,7 +146,7 @@ def case_optimizer_state(kind: str, root_steps: int, distributed: bool) -> None:
     hvd.broadcast_optimizer_state(optimizer, root_rank=root)
     # The lazily created state exists now, and the dummy step moved no parameter (weight decay!).
     assert len(optimizer.state) > 0
-    assert all(torch.equal(a, b) for a, b in zip(params_before, model.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(params_before, model.parameters(), strict=True))
     assert all(p.grad is None for p in model.parameters()) or root_steps, "gradients left behind"
     mine = snapshot(optimizer)
     roots = hvd.broadcast_object(mine, root_rank=root)

@@ -73,9 +73,9 @@ def test_optimizer_matches_single_process_training(np_: int) -> None:
     config = {"optimizer": "sgd"}
     results = processes(test_optimizer.case_train, np_, config)
     for other in results[1:]:
-        for a, b in zip(results[0], other):
+        for a, b in zip(results[0], other, strict=True):
             assert torch.equal(a, b), "ranks hold different parameters"
-    for got, want in zip(results[0], test_optimizer.reference(np_, config)):
+    for got, want in zip(results[0], test_optimizer.reference(np_, config), strict=True):
         assert torch.allclose(got, want, atol=1e-10, rtol=0), (got - want).abs().max()
 
 

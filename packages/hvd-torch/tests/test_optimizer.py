@@ -104,11 +104,11 @@ def reference(n: int, config: dict) -> list[torch.Tensor]:
 def check(config: dict, np_: int, atol: float = 1e-10) -> None:
     results = cluster(case_train, np_, config)
     for other in results[1:]:
-        for a, b in zip(results[0], other):
+        for a, b in zip(results[0], other, strict=True):
             assert torch.equal(a, b), "ranks hold different parameters"
     expected = reference(np_, config)
     initial = [p.detach() for p in Net().parameters()]
-    for got, want, start in zip(results[0], expected, initial):
+    for got, want, start in zip(results[0], expected, initial, strict=True):
         assert torch.allclose(got, want, atol=atol, rtol=0), (got - want).abs().max()
         assert not torch.allclose(got, start), "training did not move the parameters"
 
@@ -168,7 +168,7 @@ def case_misuse() -> None:
     expect_error(
         ValueError,
         ("must be unique", "fc1.weight"),
-        lambda: wrap(named_parameters=[named[0], ("fc1.weight", named[1][1])] + named[2:]),
+        lambda: wrap(named_parameters=[named[0], ("fc1.weight", named[1][1]), *named[2:]]),
     )
     expect_error(ValueError, ("were not named",), lambda: wrap(named_parameters=named[1:]))
     expect_error(ValueError, ("tuples",), lambda: wrap(named_parameters=[p for _, p in named]))
@@ -271,7 +271,7 @@ def test_sparse_gradients(sparse_as_dense: bool) -> None:
             ids, y = bag_batch(step, rank)
             (torch.nn.functional.cross_entropy(model(ids), y) / n).backward()
         opt.step()
-    for got_rank0, got_rank1, want in zip(results[0], results[1], model.parameters()):
+    for got_rank0, got_rank1, want in zip(results[0], results[1], model.parameters(), strict=True):
         assert torch.equal(got_rank0, got_rank1)
         assert torch.allclose(got_rank0, want.detach(), atol=1e-6), (got_rank0 - want).abs().max()
 
@@ -315,11 +315,11 @@ def case_process_set() -> list[torch.Tensor]:
 
 def test_process_set_averages_within_the_set() -> None:
     results = cluster(case_process_set, 3)
-    assert all(torch.equal(a, b) for a, b in zip(results[0], results[1]))
+    assert all(torch.equal(a, b) for a, b in zip(results[0], results[1], strict=True))
     expected = reference(2, {"steps": 2})
-    assert all(torch.allclose(a, b, atol=1e-10) for a, b in zip(results[0], expected))
+    assert all(torch.allclose(a, b, atol=1e-10) for a, b in zip(results[0], expected, strict=True))
     # Rank 2 is outside the set: it trained on its own data alone.
-    assert not all(torch.allclose(a, b) for a, b in zip(results[2], results[0]))
+    assert not all(torch.allclose(a, b) for a, b in zip(results[2], results[0], strict=True))
 
 
 def case_rewrapping() -> list[torch.Tensor]:
@@ -344,4 +344,4 @@ def case_rewrapping() -> list[torch.Tensor]:
 
 def test_rewrapping_the_same_parameters() -> None:
     results = cluster(case_rewrapping, 2)
-    assert all(torch.allclose(a, b, atol=1e-10) for a, b in zip(results[0], reference(2, {})))
+    assert all(torch.allclose(a, b, atol=1e-10) for a, b in zip(results[0], reference(2, {}), strict=True))

@@ -92,7 +92,7 @@ def check(config: dict, np_: int) -> None:
     got, expected = cluster(case_sync_bn, np_, config), reference(np_, config)
     for rank in range(np_):
         (steps, evaluation, buffers), (want_steps, want_eval, want_buffers) = got[rank], expected[rank]
-        for step, (entry, want) in enumerate(zip(steps, want_steps)):
+        for step, (entry, want) in enumerate(zip(steps, want_steps, strict=True)):
             assert entry.keys() == want.keys()
             for key in entry:
                 assert torch.allclose(entry[key], want[key], atol=tolerance, rtol=tolerance), (
