@@ -8,9 +8,71 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from horovod.common.version import __version__
+
+# For type checkers: the names _EXPORTS loads lazily, with their types (keep the two lists alike; ops's
+# constants and tensor-free functions are imported from collectives, which ops re-exports them from).
+if TYPE_CHECKING:
+    from horovod.common.basics import ccl_built as ccl_built
+    from horovod.common.basics import cross_rank as cross_rank
+    from horovod.common.basics import cross_size as cross_size
+    from horovod.common.basics import cuda_built as cuda_built
+    from horovod.common.basics import ddl_built as ddl_built
+    from horovod.common.basics import gloo_built as gloo_built
+    from horovod.common.basics import gloo_enabled as gloo_enabled
+    from horovod.common.basics import init as init
+    from horovod.common.basics import is_homogeneous as is_homogeneous
+    from horovod.common.basics import is_initialized as is_initialized
+    from horovod.common.basics import local_rank as local_rank
+    from horovod.common.basics import local_size as local_size
+    from horovod.common.basics import mpi_built as mpi_built
+    from horovod.common.basics import mpi_enabled as mpi_enabled
+    from horovod.common.basics import mpi_threads_supported as mpi_threads_supported
+    from horovod.common.basics import nccl_built as nccl_built
+    from horovod.common.basics import rank as rank
+    from horovod.common.basics import rocm_built as rocm_built
+    from horovod.common.basics import shutdown as shutdown
+    from horovod.common.basics import size as size
+    from horovod.common.basics import start_timeline as start_timeline
+    from horovod.common.basics import stop_timeline as stop_timeline
+    from horovod.common.collectives import Adasum as Adasum
+    from horovod.common.collectives import Average as Average
+    from horovod.common.collectives import Max as Max
+    from horovod.common.collectives import Min as Min
+    from horovod.common.collectives import Product as Product
+    from horovod.common.collectives import Sum as Sum
+    from horovod.common.collectives import barrier as barrier
+    from horovod.common.collectives import (
+        handle_average_backwards_compatibility as handle_average_backwards_compatibility,
+    )
+    from horovod.common.collectives import join as join
+    from horovod.common.collectives import poll as poll
+    from horovod.common.collectives import synchronize as synchronize
+    from horovod.common.exceptions import CollectiveMismatchError as CollectiveMismatchError
+    from horovod.common.exceptions import HorovodInternalError as HorovodInternalError
+    from horovod.common.exceptions import HostsUpdatedInterrupt as HostsUpdatedInterrupt
+    from horovod.common.ops import allgather as allgather
+    from horovod.common.ops import allgather_async as allgather_async
+    from horovod.common.ops import allreduce as allreduce
+    from horovod.common.ops import allreduce_async as allreduce_async
+    from horovod.common.ops import alltoall as alltoall
+    from horovod.common.ops import alltoall_async as alltoall_async
+    from horovod.common.ops import broadcast as broadcast
+    from horovod.common.ops import broadcast_async as broadcast_async
+    from horovod.common.ops import grouped_allgather as grouped_allgather
+    from horovod.common.ops import grouped_allgather_async as grouped_allgather_async
+    from horovod.common.ops import grouped_allreduce as grouped_allreduce
+    from horovod.common.ops import grouped_allreduce_async as grouped_allreduce_async
+    from horovod.common.ops import grouped_reducescatter as grouped_reducescatter
+    from horovod.common.ops import grouped_reducescatter_async as grouped_reducescatter_async
+    from horovod.common.ops import reducescatter as reducescatter
+    from horovod.common.ops import reducescatter_async as reducescatter_async
+    from horovod.common.process_sets import ProcessSet as ProcessSet
+    from horovod.common.process_sets import add_process_set as add_process_set
+    from horovod.common.process_sets import global_process_set as global_process_set
+    from horovod.common.process_sets import remove_process_set as remove_process_set
 
 
 def get_include() -> str:

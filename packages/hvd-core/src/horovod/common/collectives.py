@@ -79,7 +79,7 @@ class Collectives:
 
     @staticmethod
     def _grouped(
-        kind: str, tensors: Sequence[Any], name: str | None, submit: Callable[[Any, str, tuple], int]
+        kind: str, tensors: Sequence[Any], name: str | None, submit: Callable[[Any, str, tuple[int, int]], int]
     ) -> list[int]:
         """Submits each tensor as ``<name>.<i>`` of one group, so they are negotiated and run together."""
         base = name or state.context().auto_name(kind)
@@ -315,10 +315,10 @@ class Collectives:
         )
 
 
-def _flatten(values: Any) -> list:
+def _flatten(values: Any) -> list[Any]:
     if hasattr(values, "tolist"):
         values = values.tolist()
-    out: list = []
+    out: list[Any] = []
     for v in values if isinstance(values, (list, tuple)) else [values]:
         out.extend(_flatten(v) if isinstance(v, (list, tuple)) else [v])
     return out
@@ -339,7 +339,8 @@ def join(device: int = -1) -> int:
     others' collectives. Returns the rank that joined last."""
     ctx = state.context()
     core = ctx.engine.enqueue(_core.OP_JOIN, "join", None, 0, [])
-    return ctx.synchronize(ctx.submit(core, lambda h, kept, out: int(h.value)))
+    last: int = ctx.synchronize(ctx.submit(core, lambda h, kept, out: int(h.value)))
+    return last
 
 
 def poll(handle: int) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from horovod.common.world import Topology
 
@@ -15,7 +15,18 @@ from horovod.common.world import Topology
 Finish = Callable[[Any, Any, Any], Any]
 
 
-def _result(pending: tuple) -> Any:
+class Operation(Protocol):
+    """What a pending tuple's core is: the engine's ``Handle``, or ``_Combined``."""
+
+    def poll(self) -> bool: ...
+
+    def wait(self) -> None: ...
+
+
+Pending = tuple[Operation, Finish | None, Any, Any]
+
+
+def _result(pending: Pending) -> Any:
     core, finish, kept, out = pending
     return out if finish is None else finish(core, kept, out)
 
@@ -23,7 +34,7 @@ def _result(pending: tuple) -> Any:
 class _Combined:
     """Several operations behind one handle (a grouped call): done when all are done."""
 
-    def __init__(self, parts: list[tuple]) -> None:
+    def __init__(self, parts: list[Pending]) -> None:
         self.parts = parts
 
     def poll(self) -> bool:
@@ -40,7 +51,7 @@ class _Combined:
             raise error
 
 
-def _finish_combined(combined: _Combined, kept: Any, finish: Callable[[list], Any]) -> Any:
+def _finish_combined(combined: _Combined, kept: Any, finish: Callable[[list[Any]], Any]) -> Any:
     return finish([_result(p) for p in combined.parts])
 
 
@@ -58,9 +69,9 @@ class Context:
         # dict or itertools.count operation on int/str keys, which CPython performs atomically under
         # the GIL (no Python code runs inside them), so the table stays consistent and no handle
         # number is given twice. (A free-threaded build would need a lock here again.)
-        self._handles: dict[int, tuple] = {}
+        self._handles: dict[int, Pending] = {}
         self._next_handle = itertools.count(1)
-        self._name_counters: dict[str, itertools.count] = {}
+        self._name_counters: dict[str, itertools.count[int]] = {}
 
     # Unnamed collectives are numbered per kind, in program order: every rank must call them in the
     # same order (Horovod's requirement too).
@@ -68,13 +79,13 @@ class Context:
         counter = self._name_counters.setdefault(kind, itertools.count())
         return f"{kind}.noname.{next(counter)}"
 
-    def submit(self, core: Any, finish: Finish | None = None, kept: Any = None, out: Any = None) -> int:
+    def submit(self, core: Operation, finish: Finish | None = None, kept: Any = None, out: Any = None) -> int:
         """A handle for the engine operation ``core``; see the pending tuple above."""
         handle = next(self._next_handle)
         self._handles[handle] = (core, finish, kept, out)
         return handle
 
-    def combine(self, handles: list[int], finish: Callable[[list], Any]) -> int:
+    def combine(self, handles: list[int], finish: Callable[[list[Any]], Any]) -> int:
         """One handle for several: ``synchronize`` waits for all and returns ``finish(results)``."""
         parts = [self._handles.pop(h) for h in handles]  # each part's tuple keeps its own buffers
         return self.submit(_Combined(parts), _finish_combined, None, finish)  # finish rides in `out`
@@ -90,7 +101,7 @@ class Context:
             self._handles.pop(handle, None)
         return out if finish is None else finish(core, kept, out)  # _result, inlined: once per tensor
 
-    def _pending(self, handle: int) -> tuple:
+    def _pending(self, handle: int) -> Pending:
         pending = self._handles.get(handle)
         if pending is None:
             raise ValueError(f"handle {handle} is unknown or was already synchronized")

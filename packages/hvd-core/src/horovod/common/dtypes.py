@@ -18,7 +18,8 @@ def _bfloat16() -> np.dtype | None:
         import ml_dtypes  # optional: numpy has no bfloat16
     except ImportError:
         return None
-    return np.dtype(ml_dtypes.bfloat16)
+    bf16: np.dtype = np.dtype(ml_dtypes.bfloat16)  # (ml_dtypes, when installed without stubs, is Any)
+    return bf16
 
 
 def code_of(dtype: np.dtype) -> int:

@@ -93,7 +93,7 @@ def current_instance() -> object:
     return state.context()
 
 
-def combine(handles: Sequence[int], finish: Callable[[list], Any]) -> int:
+def combine(handles: Sequence[int], finish: Callable[[list[Any]], Any]) -> int:
     """One handle for several operations: :func:`synchronize` waits for all of them and returns
     ``finish(results)``."""
     return state.context().combine(list(handles), finish)

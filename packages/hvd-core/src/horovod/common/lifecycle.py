@@ -104,7 +104,7 @@ def _shutdown_at_exit() -> None:
         _exit_hook_installed = True
 
 
-def _gathered_topology(env: dict, world: Topology) -> Topology:
+def _gathered_topology(env: dict[str, str], world: Topology) -> Topology:
     """Local and cross ranks of a world made with init(comm=[...]), from every member's host.
 
     Horovod's definitions: local ranks count the members on the same host; the cross
@@ -125,7 +125,9 @@ def _gathered_topology(env: dict, world: Topology) -> Topology:
     return Topology(me, world.size, local_rank, len(same_host), cross.index(me), len(cross))
 
 
-def _world(plugins: Any, job: Topology, comm: Any, backend: str, env: dict) -> tuple[Topology, str, str | None]:
+def _world(
+    plugins: Any, job: Topology, comm: Any, backend: str, env: dict[str, str]
+) -> tuple[Topology, str, str | None]:
     """The topology of the world init() creates, a key naming it in the store, and the backend that
     must serve it when a plugin described it (None: hvd-core formed it, any backend serves it)."""
     if comm is not None and not isinstance(comm, (list, tuple, range)):
@@ -158,7 +160,9 @@ def _member_ranks(job: Topology, comm: Sequence[int]) -> list[int]:
     return ranks
 
 
-def _choose_backend(plugins: Any, env: dict, size: int, in_process: bool, preferred: str | None = None) -> Any:
+def _choose_backend(
+    plugins: Any, env: dict[str, str], size: int, in_process: bool, preferred: str | None = None
+) -> Any:
     """The backend asked for (HOROVOD_CPU_OPERATIONS...), else the one the job's launcher needs
     (``preferred``), else the default CPU backend."""
     requested = config.requested_backend(env) or preferred
@@ -178,7 +182,7 @@ def _choose_backend(plugins: Any, env: dict, size: int, in_process: bool, prefer
     return spec
 
 
-def _backend_for_world(plugins: Any, env: dict, needed: str, comm: Any) -> Any:
+def _backend_for_world(plugins: Any, env: dict[str, str], needed: str, comm: Any) -> Any:
     """The backend a plugin's world needs, unless the user asked for another one."""
     requested = config.requested_backend(env)
     if requested and requested != needed:
@@ -189,7 +193,7 @@ def _backend_for_world(plugins: Any, env: dict, needed: str, comm: Any) -> Any:
     return plugins.backend(needed)
 
 
-def _store_for(core: Any, plugins: Any, env: dict, topology: Topology, connects_itself: bool) -> Any:
+def _store_for(core: Any, plugins: Any, env: dict[str, str], topology: Topology, connects_itself: bool) -> Any:
     """The store connecting this process to its job: the launcher's, or an unused in-memory one for
     one rank or a backend that connects its ranks by itself (an external launcher's, e.g. MPI's)."""
     store = plugins.rendezvous_store(env)

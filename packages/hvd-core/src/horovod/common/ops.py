@@ -7,7 +7,7 @@ returns an integer handle for ``poll``/``synchronize``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from horovod.common.collectives import (  # noqa: F401  (re-exported API)
     synchronize,
 )
 from horovod.common.process_sets import ProcessSet, global_process_set
+
+if TYPE_CHECKING:
+    from horovod.common._core import Handle
 
 
 class NumpyAdapter:
@@ -49,7 +52,7 @@ class NumpyAdapter:
     def empty_like(self, array: np.ndarray) -> np.ndarray:
         return np.empty_like(array)
 
-    def from_engine(self, core_handle: Any, like: np.ndarray) -> np.ndarray:
+    def from_engine(self, core_handle: Handle, like: np.ndarray) -> np.ndarray:
         return np.asarray(core_handle.output(raw=True)).view(like.dtype).reshape(core_handle.output_shape)
 
     def copy_into(self, target: np.ndarray, source: np.ndarray) -> np.ndarray:
@@ -70,7 +73,8 @@ grouped_reducescatter_async = _numpy.grouped_reducescatter_async
 
 def allreduce(tensor: Any, *args: Any, **kwargs: Any) -> np.ndarray:
     """Reduces ``tensor`` over all ranks (default op: Average) and returns the result."""
-    return synchronize(allreduce_async(tensor, *args, **kwargs))
+    result: np.ndarray = synchronize(allreduce_async(tensor, *args, **kwargs))
+    return result
 
 
 def grouped_allreduce(tensors: Sequence[Any], *args: Any, **kwargs: Any) -> list[np.ndarray]:
@@ -79,7 +83,8 @@ def grouped_allreduce(tensors: Sequence[Any], *args: Any, **kwargs: Any) -> list
 
 def allgather(tensor: Any, name: str | None = None, process_set: ProcessSet = global_process_set) -> np.ndarray:
     """Concatenates every rank's tensor along the first dimension (which may differ per rank)."""
-    return synchronize(allgather_async(tensor, name, process_set))
+    result: np.ndarray = synchronize(allgather_async(tensor, name, process_set))
+    return result
 
 
 def grouped_allgather(
@@ -92,7 +97,8 @@ def broadcast(
     tensor: Any, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> np.ndarray:
     """Returns ``root_rank``'s tensor on every rank."""
-    return synchronize(broadcast_async(tensor, root_rank, name, process_set))
+    result: np.ndarray = synchronize(broadcast_async(tensor, root_rank, name, process_set))
+    return result
 
 
 def alltoall_async(
@@ -111,7 +117,8 @@ def alltoall(
 
 def reducescatter(tensor: Any, *args: Any, **kwargs: Any) -> np.ndarray:
     """Reduces over ranks and returns this rank's slice of the first dimension (uneven sizes allowed)."""
-    return synchronize(reducescatter_async(tensor, *args, **kwargs))
+    result: np.ndarray = synchronize(reducescatter_async(tensor, *args, **kwargs))
+    return result
 
 
 def grouped_reducescatter(tensors: Sequence[Any], *args: Any, **kwargs: Any) -> list[np.ndarray]:

@@ -317,7 +317,8 @@ class PluginManager:
     def rendezvous_store(self, env: Mapping[str, str]) -> RendezvousStore | None:
         """The first store a plugin offers for the job ``env`` describes (a launcher's), or None."""
         self.load()
-        return self._pm.hook.hvd_rendezvous_store(env=env)
+        store: RendezvousStore | None = self._pm.hook.hvd_rendezvous_store(env=env)  # a firstresult hook
+        return store
 
     # --- discovery -------------------------------------------------------------------------
 

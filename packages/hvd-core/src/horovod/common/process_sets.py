@@ -74,7 +74,7 @@ class _GlobalProcessSet(ProcessSet):
         super().__init__([])
         self.process_set_id = 0
 
-    @property  # type: ignore[override]
+    @property
     def ranks(self) -> list[int]:
         return list(range(state.topology().size)) if state.is_initialized() else []
 

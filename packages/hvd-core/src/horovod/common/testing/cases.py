@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 
@@ -30,7 +31,8 @@ def contribution(rank: int, shape: tuple[int, ...], dtype: str, small: bool = Fa
     if small:  # for products: 1 or 2, so that four ranks cannot overflow int8
         values = values % 2 + 1
     if dtype == "bool":
-        return (values % 2 == 1).reshape(shape)
+        odd: np.ndarray = (values % 2 == 1).reshape(shape)  # (numpy types an array's `==` as Any)
+        return odd
     return values.reshape(shape).astype(np_dtype(dtype))
 
 
@@ -49,12 +51,13 @@ def _reference(
     n = len(inputs)
     if dtype == "bool":
         stacked = np.stack(inputs)
-        return stacked.all(0) if op in (hvd.Min, hvd.Product) else stacked.any(0)
+        # all/any along an axis of a stacked (>= 1-d) array give arrays; numpy types them as scalar-or-array
+        return cast(np.ndarray, stacked.all(0) if op in (hvd.Min, hvd.Product) else stacked.any(0))
     wide = [x.astype(np.float64) * prescale for x in inputs]
     if np.issubdtype(np_dtype(dtype), np.integer):
         wide = [np.trunc(w) for w in wide]  # integer inputs are scaled and truncated per rank
     stacked = np.stack(wide)
-    reduced = {
+    reduced: np.ndarray = {
         hvd.Sum: stacked.sum(0),
         hvd.Average: stacked.sum(0),
         hvd.Min: stacked.min(0),
@@ -194,6 +197,7 @@ def case_grouped() -> None:
     results = hvd.grouped_allreduce(tensors, op=hvd.Sum, name="group.ar")
     for i, (result, dtype) in enumerate(zip(results, ("float32", "int64", "float64"), strict=True)):
         expected = sum(contribution(r, tensors[i].shape, dtype).astype(np.float64) for r in range(n))
+        assert isinstance(expected, np.ndarray)  # (sum's start, 0, stays only for n == 0)
         _assert_close(result, expected, dtype, f"grouped allreduce #{i}")
     gathered = hvd.grouped_allgather([np.full((rank + 1, 2), rank, np.int32), np.full((1,), rank, np.float32)])
     assert gathered[0].shape == (n * (n + 1) // 2, 2) and gathered[1].tolist() == list(range(n))
@@ -252,7 +256,8 @@ def case_dynamic_process_sets() -> None:
         return
     subset = [0, 1] if n > 2 else [0]  # a proper subset: the global set cannot be added again
     first_two = hvd.add_process_set(subset)
-    assert first_two.process_set_id is not None and first_two.process_set_id > 0
+    first_id = first_two.process_set_id  # (a local: mypy would keep the attribute narrowed past removal)
+    assert first_id is not None and first_id > 0
     if first_two.included():
         result = hvd.allreduce(np.ones(2, np.float32), op=hvd.Sum, process_set=first_two, name="dyn.sum")
         assert result.tolist() == [float(len(first_two.ranks))] * 2
@@ -288,7 +293,7 @@ def _size_from_env() -> int:
     return job_topology().size
 
 
-def expect_error(kind: type, fragments: tuple[str, ...], call: Callable[[], object]) -> str:
+def expect_error(kind: type[BaseException], fragments: tuple[str, ...], call: Callable[[], object]) -> str:
     """Runs `call`, which must raise `kind` with every fragment in its message; returns the message."""
     try:
         call()
@@ -376,7 +381,7 @@ def case_call_time_errors() -> None:
         hvd.allreduce(np.ones(1), name="dup")  # free again once completed
 
 
-def case_fusion_results(names: int) -> list:
+def case_fusion_results(names: int) -> list[list[float]]:
     """Many small allreduces at once; returned for comparison between fusion on and off."""
     hvd.init()
     rank = hvd.rank()

@@ -35,7 +35,7 @@ class BackendConformance:
     #: Per-run limit in seconds; a hang fails the test instead of stalling CI.
     timeout: ClassVar[float] = 120.0
 
-    def run(self, case: Callable[..., Any], np: int, *args: Any, env: Mapping[str, str] | None = None) -> list:
+    def run(self, case: Callable[..., Any], np: int, *args: Any, env: Mapping[str, str] | None = None) -> list[Any]:
         """Runs ``case(*args)`` on ``np`` ranks and returns the per-rank results."""
         return run_cluster(case, np, args=args, env=env, backend=self.backend, timeout=self.timeout)
 
