@@ -6,6 +6,8 @@ nothing heavy and loads no native code. The library path is computed only when t
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from horovod.common.plugin_api import BackendSpec, hookimpl
 
 
@@ -25,7 +27,7 @@ def _library() -> str:
 
 
 @hookimpl
-def hvd_register_backends(register) -> None:
+def hvd_register_backends(register: Callable[[BackendSpec], None]) -> None:
     """Registers the "example" CPU backend, ranked below every real CPU backend (priority -10)."""
     register(
         BackendSpec(

@@ -25,7 +25,7 @@ def world_of(comm: Any, env: Mapping[str, str]) -> ExternalWorld:
 
     Collective over ``comm``'s members, as ``init()`` is.
     """
-    from mpi4py import MPI
+    from mpi4py import MPI  # type: ignore[import-not-found]  # optional, and not installed where mypy runs
 
     from horovod.backends.mpi import runtime
 
@@ -41,10 +41,16 @@ def world_of(comm: Any, env: Mapping[str, str]) -> ExternalWorld:
 
 def _check_same_mpi(mpi4py_version: str, backend_version: str) -> None:
     """Two MPI libraries in one process cannot share a communicator: refuse clearly."""
+
     # Open MPI counts the terminating NUL in the length it reports, which mpi4py keeps.
-    clean = lambda text: text.replace("\x00", "").strip()  # noqa: E731
+    def clean(text: str) -> str:
+        return text.replace("\x00", "").strip()
+
     if clean(mpi4py_version) != clean(backend_version):
-        first = lambda text: clean(text).splitlines()[0] if clean(text) else "unknown"  # noqa: E731
+
+        def first(text: str) -> str:
+            return clean(text).splitlines()[0] if clean(text) else "unknown"
+
         raise ValueError(
             f"init(comm=<mpi4py communicator>): mpi4py runs on {first(mpi4py_version)!r}, but hvd-backend-mpi was "
             f"built for {first(backend_version)!r}; install both against the same MPI (e.g. rebuild hvd-backend-mpi "
