@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 from horovod.common.framework_api import DEVICE_CPU, DEVICE_CUDA, DTYPE_CODES
+from torch.utils.dlpack import from_dlpack  # torch.from_dlpack itself (which torch's stub does not export)
 
 # torch names its dtypes as the engine does (torch.float32 <-> "float32", torch.bool <-> "bool").
 _DTYPE_CODES: dict[torch.dtype, int] = {getattr(torch, name): code for name, code in DTYPE_CODES.items()}
@@ -39,7 +40,7 @@ def device_kind(device: torch.device) -> int:
 class TorchAdapter:
     """The :class:`horovod.common.framework_api.TensorAdapter` for torch tensors."""
 
-    def prepare(self, tensor: Any) -> torch.Tensor:
+    def prepare(self, tensor: object) -> torch.Tensor:
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"expected a torch.Tensor, got {type(tensor).__name__}")
         if tensor.layout != torch.strided:
@@ -72,7 +73,7 @@ class TorchAdapter:
         output = core_handle.output()
         if output is None:
             return torch.empty(core_handle.output_shape, dtype=like.dtype, device=like.device)
-        return torch.from_dlpack(output)  # shares the engine's buffer (kept alive by the tensor)
+        return from_dlpack(output)  # shares the engine's buffer (kept alive by the tensor)
 
     def copy_into(self, target: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
         if source.data_ptr() == target.data_ptr() and source.stride() == target.stride():

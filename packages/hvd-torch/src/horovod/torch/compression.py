@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import torch
+
+
+class CompressorLike(Protocol):
+    """What ``compression=`` takes: a :class:`Compressor` subclass (Horovod's form) or any object
+    with these two functions."""
+
+    def compress(self, tensor: torch.Tensor, /) -> tuple[torch.Tensor, Any]: ...
+
+    def decompress(self, tensor: torch.Tensor, ctx: Any, /) -> torch.Tensor: ...
 
 
 class Compressor:

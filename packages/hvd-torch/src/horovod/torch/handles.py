@@ -15,7 +15,7 @@ from horovod.common.framework_api import combine, poll, synchronize
 __all__ = ["poll", "register", "single", "synchronize"]
 
 
-def register(parts: Sequence[int], finish: Callable[[list], Any]) -> int:
+def register(parts: Sequence[int], finish: Callable[[list[Any]], Any]) -> int:
     """A handle for the engine operations ``parts``, whose results ``finish`` turns into one result."""
     return combine(parts, finish)
 

@@ -15,11 +15,11 @@ torch tensors (:class:`~horovod.torch.adapter.TorchAdapter`) and gives it Horovo
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from horovod.common import framework_api as api
-from horovod.common.framework_api import (  # noqa: F401  (Horovod's torch API re-exports these)
+from horovod.common.framework_api import (  # (Horovod's torch API re-exports these: see __all__)
     Adasum,
     Average,
     CollectiveMismatchError,
@@ -60,7 +60,74 @@ from horovod.common.framework_api import (  # noqa: F401  (Horovod's torch API r
 )
 from horovod.torch import handles
 from horovod.torch.adapter import TorchAdapter
-from horovod.torch.compression import Compression
+from horovod.torch.compression import Compression, CompressorLike
+
+# Horovod's torch API (horovod.torch re-exports it), names from horovod.common included.
+__all__ = [
+    "Adasum",
+    "Average",
+    "CollectiveMismatchError",
+    "HorovodInternalError",
+    "HostsUpdatedInterrupt",
+    "Max",
+    "Min",
+    "ProcessSet",
+    "Product",
+    "Sum",
+    "add_process_set",
+    "allgather",
+    "allgather_async",
+    "allreduce",
+    "allreduce_",
+    "allreduce_async",
+    "allreduce_async_",
+    "alltoall",
+    "alltoall_async",
+    "barrier",
+    "broadcast",
+    "broadcast_",
+    "broadcast_async",
+    "broadcast_async_",
+    "ccl_built",
+    "cross_rank",
+    "cross_size",
+    "cuda_built",
+    "ddl_built",
+    "global_process_set",
+    "gloo_built",
+    "gloo_enabled",
+    "grouped_allgather",
+    "grouped_allgather_async",
+    "grouped_allreduce",
+    "grouped_allreduce_",
+    "grouped_allreduce_async",
+    "grouped_allreduce_async_",
+    "grouped_reducescatter",
+    "grouped_reducescatter_async",
+    "handle_average_backwards_compatibility",
+    "init",
+    "is_homogeneous",
+    "is_initialized",
+    "join",
+    "local_rank",
+    "local_size",
+    "mpi_built",
+    "mpi_enabled",
+    "mpi_threads_supported",
+    "nccl_built",
+    "poll",
+    "rank",
+    "reducescatter",
+    "reducescatter_async",
+    "remove_process_set",
+    "rocm_built",
+    "shutdown",
+    "size",
+    "sparse_allreduce_async",
+    "start_timeline",
+    "stop_timeline",
+    "synchronize",
+]
 
 _ops = Collectives(TorchAdapter())
 
@@ -116,7 +183,7 @@ def allreduce(
     tensor: torch.Tensor,
     average: bool | None = None,
     name: str | None = None,
-    compression: Any = Compression.none,
+    compression: CompressorLike = Compression.none,
     op: int | None = None,
     prescale_factor: float = 1.0,
     postscale_factor: float = 1.0,
@@ -144,10 +211,21 @@ def allreduce_(
 ) -> torch.Tensor:
     """Reduces ``tensor`` in place over all ranks and returns it."""
     op = _resolve_op(op, average)
-    return synchronize(_allreduce_async(tensor, name, op, prescale_factor, postscale_factor, process_set, True))
+    reduced: torch.Tensor = synchronize(
+        _allreduce_async(tensor, name, op, prescale_factor, postscale_factor, process_set, True)
+    )
+    return reduced
 
 
-def _grouped_allreduce_async(tensors, name, op, prescale_factor, postscale_factor, process_set, inplace) -> int:
+def _grouped_allreduce_async(
+    tensors: Sequence[torch.Tensor],
+    name: str | None,
+    op: int,
+    prescale_factor: float,
+    postscale_factor: float,
+    process_set: ProcessSet,
+    inplace: bool,
+) -> int:
     parts = _ops.grouped_allreduce_async(
         list(tensors),
         name=name,
@@ -195,7 +273,7 @@ def grouped_allreduce(
     tensors: Sequence[torch.Tensor],
     average: bool | None = None,
     name: str | None = None,
-    compression: Any = Compression.none,
+    compression: CompressorLike = Compression.none,
     op: int | None = None,
     prescale_factor: float = 1.0,
     postscale_factor: float = 1.0,
@@ -222,9 +300,10 @@ def grouped_allreduce_(
 ) -> list[torch.Tensor]:
     """Reduces a list of tensors in place as one unit and returns them."""
     op = _resolve_op(op, average)
-    return synchronize(
+    reduced: list[torch.Tensor] = synchronize(
         _grouped_allreduce_async(tensors, name, op, prescale_factor, postscale_factor, process_set, True)
     )
+    return reduced
 
 
 def sparse_allreduce_async(
@@ -244,9 +323,10 @@ def sparse_allreduce_async(
     indices = _ops.allgather_async(tensor._indices().t().contiguous(), name=f"{name}.indices", process_set=process_set)
     values = _ops.allgather_async(tensor._values(), name=f"{name}.values", process_set=process_set)
     set_size = process_set.size()
+    assert set_size is not None  # the allgathers above raised unless the set is registered and includes this rank
     shape = tensor.shape
 
-    def finish(results: list) -> torch.Tensor:
+    def finish(results: list[torch.Tensor]) -> torch.Tensor:
         gathered_indices, gathered_values = results
         if op == Average:
             gathered_values = gathered_values / set_size
@@ -319,7 +399,8 @@ def broadcast_(
     tensor: torch.Tensor, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> torch.Tensor:
     """Overwrites ``tensor`` with ``root_rank``'s on every rank and returns it."""
-    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+    received: torch.Tensor = synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+    return received
 
 
 # --- alltoall ---------------------------------------------------------------------------------------
@@ -335,7 +416,7 @@ def alltoall_async(
     """
     splits_dtype = splits.dtype if isinstance(splits, torch.Tensor) else torch.int32
 
-    def finish(result: tuple) -> tuple[torch.Tensor, torch.Tensor]:
+    def finish(result: tuple[torch.Tensor, list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         received, received_splits = result
         return received, torch.tensor(received_splits, dtype=splits_dtype)
 
@@ -382,7 +463,7 @@ def reducescatter_async(
 def reducescatter(
     tensor: torch.Tensor,
     name: str | None = None,
-    compression: Any = Compression.none,
+    compression: CompressorLike = Compression.none,
     op: int = Average,
     process_set: ProcessSet = global_process_set,
     prescale_factor: float = 1.0,
@@ -417,7 +498,7 @@ def grouped_reducescatter_async(
 def grouped_reducescatter(
     tensors: Sequence[torch.Tensor],
     name: str | None = None,
-    compression: Any = Compression.none,
+    compression: CompressorLike = Compression.none,
     op: int = Average,
     process_set: ProcessSet = global_process_set,
     prescale_factor: float = 1.0,
@@ -460,16 +541,46 @@ def barrier(process_set: ProcessSet = global_process_set) -> None:
 # --- autograd ---------------------------------------------------------------------------------------
 # The synchronous collectives above are these Functions; their backward passes call the same
 # (differentiable) collectives, so every rank must run backward through them in the same order.
+# Each declares, for type checkers only, the signature of its `apply` (torch's is untyped: it passes
+# its arguments to `forward`); `ctx` is torch's per-call context, where forward keeps what backward
+# needs as attributes of its own choosing (hence Any).
+#
+# Gradients, one per forward argument after ctx (None for the non-tensor ones).
+_Grads = tuple[torch.Tensor | None, ...]
 
 
 class _Allreduce(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):  # type: ignore[override]
-        ctx.args = (op, prescale_factor, postscale_factor, process_set)
-        return synchronize(_allreduce_async(tensor, name, op, prescale_factor, postscale_factor, process_set, False))
+    if TYPE_CHECKING:
+
+        @classmethod
+        def apply(
+            cls,
+            tensor: torch.Tensor,
+            name: str | None,
+            op: int,
+            prescale_factor: float,
+            postscale_factor: float,
+            process_set: ProcessSet,
+        ) -> torch.Tensor: ...
 
     @staticmethod
-    def backward(ctx, grad_output):  # type: ignore[override]
+    def forward(
+        ctx: Any,
+        tensor: torch.Tensor,
+        name: str | None,
+        op: int,
+        prescale_factor: float,
+        postscale_factor: float,
+        process_set: ProcessSet,
+    ) -> torch.Tensor:
+        ctx.args = (op, prescale_factor, postscale_factor, process_set)
+        reduced: torch.Tensor = synchronize(
+            _allreduce_async(tensor, name, op, prescale_factor, postscale_factor, process_set, False)
+        )
+        return reduced
+
+    @staticmethod
+    def backward(ctx: Any, grad_output: torch.Tensor) -> _Grads:
         op, prescale_factor, postscale_factor, process_set = ctx.args
         grad = allreduce(
             grad_output,
@@ -482,14 +593,35 @@ class _Allreduce(torch.autograd.Function):
 
 
 class _GroupedAllreduce(torch.autograd.Function):
+    if TYPE_CHECKING:
+
+        @classmethod
+        def apply(
+            cls,
+            name: str | None,
+            op: int,
+            prescale_factor: float,
+            postscale_factor: float,
+            process_set: ProcessSet,
+            *tensors: torch.Tensor,
+        ) -> tuple[torch.Tensor, ...]: ...
+
     @staticmethod
-    def forward(ctx, name, op, prescale_factor, postscale_factor, process_set, *tensors):  # type: ignore[override]
+    def forward(
+        ctx: Any,
+        name: str | None,
+        op: int,
+        prescale_factor: float,
+        postscale_factor: float,
+        process_set: ProcessSet,
+        *tensors: torch.Tensor,
+    ) -> tuple[torch.Tensor, ...]:
         ctx.args = (op, prescale_factor, postscale_factor, process_set)
         handle = _grouped_allreduce_async(tensors, name, op, prescale_factor, postscale_factor, process_set, False)
         return tuple(synchronize(handle))
 
     @staticmethod
-    def backward(ctx, *grad_outputs):  # type: ignore[override]
+    def backward(ctx: Any, *grad_outputs: torch.Tensor) -> _Grads:
         op, prescale_factor, postscale_factor, process_set = ctx.args
         grads = grouped_allreduce(
             list(grad_outputs),
@@ -509,41 +641,65 @@ def _row_offsets(rows: list[int], process_set: ProcessSet) -> list[int]:
 
 
 class _Allgather(torch.autograd.Function):
+    if TYPE_CHECKING:
+
+        @classmethod
+        def apply(cls, tensor: torch.Tensor, name: str | None, process_set: ProcessSet) -> torch.Tensor: ...
+
     @staticmethod
-    def forward(ctx, tensor, name, process_set):  # type: ignore[override]
-        output = synchronize(allgather_async(tensor, name, process_set))
+    def forward(ctx: Any, tensor: torch.Tensor, name: str | None, process_set: ProcessSet) -> torch.Tensor:
+        output: torch.Tensor = synchronize(allgather_async(tensor, name, process_set))
         ctx.rows, ctx.process_set = tensor.shape[0], process_set
         return output
 
     @staticmethod
-    def backward(ctx, grad_output):  # type: ignore[override]
+    def backward(ctx: Any, grad_output: torch.Tensor) -> _Grads:
         reduced = allreduce(grad_output, op=Average, process_set=ctx.process_set)
         (offset,) = _row_offsets([ctx.rows], ctx.process_set)
         return reduced.narrow(0, offset, ctx.rows), None, None
 
 
 class _GroupedAllgather(torch.autograd.Function):
+    if TYPE_CHECKING:
+
+        @classmethod
+        def apply(
+            cls, name: str | None, process_set: ProcessSet, *tensors: torch.Tensor
+        ) -> tuple[torch.Tensor, ...]: ...
+
     @staticmethod
-    def forward(ctx, name, process_set, *tensors):  # type: ignore[override]
+    def forward(
+        ctx: Any, name: str | None, process_set: ProcessSet, *tensors: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
         outputs = synchronize(grouped_allgather_async(tensors, name, process_set))
         ctx.rows, ctx.process_set = [t.shape[0] for t in tensors], process_set
         return tuple(outputs)
 
     @staticmethod
-    def backward(ctx, *grad_outputs):  # type: ignore[override]
+    def backward(ctx: Any, *grad_outputs: torch.Tensor) -> _Grads:
         reduced = grouped_allreduce(list(grad_outputs), op=Average, process_set=ctx.process_set)
         offsets = _row_offsets(ctx.rows, ctx.process_set)
         return (None, None, *[g.narrow(0, o, n) for g, o, n in zip(reduced, offsets, ctx.rows, strict=True)])
 
 
 class _Broadcast(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, tensor, root_rank, name, process_set):  # type: ignore[override]
-        ctx.root_rank, ctx.process_set = root_rank, process_set
-        return synchronize(broadcast_async(tensor, root_rank, name, process_set))
+    if TYPE_CHECKING:
+
+        @classmethod
+        def apply(
+            cls, tensor: torch.Tensor, root_rank: int, name: str | None, process_set: ProcessSet
+        ) -> torch.Tensor: ...
 
     @staticmethod
-    def backward(ctx, grad_output):  # type: ignore[override]
+    def forward(
+        ctx: Any, tensor: torch.Tensor, root_rank: int, name: str | None, process_set: ProcessSet
+    ) -> torch.Tensor:
+        ctx.root_rank, ctx.process_set = root_rank, process_set
+        received: torch.Tensor = synchronize(broadcast_async(tensor, root_rank, name, process_set))
+        return received
+
+    @staticmethod
+    def backward(ctx: Any, grad_output: torch.Tensor) -> _Grads:
         reduced = allreduce(grad_output, op=Average, process_set=ctx.process_set)
         if api.set_rank(ctx.process_set) != ctx.root_rank:
             reduced = torch.zeros_like(reduced)
@@ -551,8 +707,19 @@ class _Broadcast(torch.autograd.Function):
 
 
 class _Alltoall(torch.autograd.Function):
+    if TYPE_CHECKING:
+
+        @classmethod
+        def apply(
+            cls, tensor: torch.Tensor, splits: Any, name: str | None, process_set: ProcessSet
+        ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]: ...
+
     @staticmethod
-    def forward(ctx, tensor, splits, name, process_set):  # type: ignore[override]
+    def forward(
+        ctx: Any, tensor: torch.Tensor, splits: Any, name: str | None, process_set: ProcessSet
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        output: torch.Tensor
+        received_splits: torch.Tensor
         output, received_splits = synchronize(alltoall_async(tensor, splits, name, process_set))
         ctx.received_splits, ctx.process_set = received_splits, process_set
         if splits is None:
@@ -561,7 +728,7 @@ class _Alltoall(torch.autograd.Function):
         return output, received_splits
 
     @staticmethod
-    def backward(ctx, grad_output, *unused):  # type: ignore[override]
+    def backward(ctx: Any, grad_output: torch.Tensor, *unused: torch.Tensor) -> _Grads:
         grad, _ = alltoall(grad_output, splits=ctx.received_splits, process_set=ctx.process_set)
         return grad, None, None, None
 
@@ -574,14 +741,38 @@ def _reducescatter_grad_scale(
 
 
 class _Reducescatter(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):  # type: ignore[override]
-        ctx.process_set = process_set
-        ctx.scale = _reducescatter_grad_scale(op, process_set, prescale_factor, postscale_factor)
-        return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor, postscale_factor))
+    if TYPE_CHECKING:
+
+        @classmethod
+        def apply(
+            cls,
+            tensor: torch.Tensor,
+            name: str | None,
+            op: int,
+            process_set: ProcessSet,
+            prescale_factor: float,
+            postscale_factor: float,
+        ) -> torch.Tensor: ...
 
     @staticmethod
-    def backward(ctx, grad_output):  # type: ignore[override]
+    def forward(
+        ctx: Any,
+        tensor: torch.Tensor,
+        name: str | None,
+        op: int,
+        process_set: ProcessSet,
+        prescale_factor: float,
+        postscale_factor: float,
+    ) -> torch.Tensor:
+        ctx.process_set = process_set
+        ctx.scale = _reducescatter_grad_scale(op, process_set, prescale_factor, postscale_factor)
+        reduced: torch.Tensor = synchronize(
+            reducescatter_async(tensor, name, op, process_set, prescale_factor, postscale_factor)
+        )
+        return reduced
+
+    @staticmethod
+    def backward(ctx: Any, grad_output: torch.Tensor) -> _Grads:
         grad = allgather(grad_output, process_set=ctx.process_set)
         if ctx.scale != 1.0:
             grad = grad * ctx.scale
@@ -589,15 +780,36 @@ class _Reducescatter(torch.autograd.Function):
 
 
 class _GroupedReducescatter(torch.autograd.Function):
+    if TYPE_CHECKING:
+
+        @classmethod
+        def apply(
+            cls,
+            name: str | None,
+            op: int,
+            process_set: ProcessSet,
+            prescale_factor: float,
+            postscale_factor: float,
+            *tensors: torch.Tensor,
+        ) -> tuple[torch.Tensor, ...]: ...
+
     @staticmethod
-    def forward(ctx, name, op, process_set, prescale_factor, postscale_factor, *tensors):  # type: ignore[override]
+    def forward(
+        ctx: Any,
+        name: str | None,
+        op: int,
+        process_set: ProcessSet,
+        prescale_factor: float,
+        postscale_factor: float,
+        *tensors: torch.Tensor,
+    ) -> tuple[torch.Tensor, ...]:
         ctx.process_set = process_set
         ctx.scale = _reducescatter_grad_scale(op, process_set, prescale_factor, postscale_factor)
         handle = grouped_reducescatter_async(tensors, name, op, process_set, prescale_factor, postscale_factor)
         return tuple(synchronize(handle))
 
     @staticmethod
-    def backward(ctx, *grad_outputs):  # type: ignore[override]
+    def backward(ctx: Any, *grad_outputs: torch.Tensor) -> _Grads:
         grads = grouped_allgather(list(grad_outputs), process_set=ctx.process_set)
         if ctx.scale != 1.0:
             grads = [g * ctx.scale for g in grads]

@@ -38,7 +38,7 @@ def broadcast_object(
     return obj if is_root else _deserialize(data)
 
 
-def allgather_object(obj: Any, name: str | None = None, process_set: ProcessSet = global_process_set) -> list:
+def allgather_object(obj: Any, name: str | None = None, process_set: ProcessSet = global_process_set) -> list[Any]:
     """Returns the list of every rank's ``obj`` (in rank order), serialised with cloudpickle."""
     base = name or api.auto_name("allgather_object")
     data = _serialize(obj)

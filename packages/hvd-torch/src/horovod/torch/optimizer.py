@@ -11,13 +11,14 @@ from __future__ import annotations
 import contextlib
 import warnings
 import weakref
+from collections import Counter
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from horovod.common import framework_api as api
 from horovod.common.framework_api import ProcessSet, global_process_set, process_set_id
-from horovod.torch.compression import Compression
+from horovod.torch.compression import Compression, CompressorLike
 from horovod.torch.mpi_ops import (
     Adasum,
     Average,
@@ -29,13 +30,17 @@ from horovod.torch.mpi_ops import (
 )
 from horovod.torch.objects import broadcast_object
 
+_T = TypeVar("_T")
+
+# Parameters whose gradients are allreduced together (grouped_allreduce).
+_Group = tuple[torch.Tensor, ...]
+
 
 def _duplicates(names: list[str]) -> list[str]:
-    seen: set[str] = set()
-    return sorted({n for n in names if n in seen or seen.add(n)})  # type: ignore[func-returns-value]
+    return sorted(name for name, count in Counter(names).items() if count > 1)
 
 
-def _split(items: list, parts: int) -> list[list]:
+def _split(items: list[_T], parts: int) -> list[list[_T]]:
     """``items`` cut into ``parts`` consecutive pieces of (almost) equal length."""
     d, r = divmod(len(items), parts)
     return [items[i * d + min(i, r) : (i + 1) * d + min(i + 1, r)] for i in range(parts)]
@@ -48,7 +53,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self,
         params: Any,
         named_parameters: Any,
-        compression: Any,
+        compression: CompressorLike,
         backward_passes_per_step: int,
         op: int,
         gradient_predivide_factor: float,
@@ -57,7 +62,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         process_set: ProcessSet,
     ) -> None:
         # The wrapped class's __init__, with the wrapped optimizer's param groups (and their options).
-        super().__init__(params)
+        # (At run time this class is always mixed in before the wrapped one, whose __init__ super()
+        # reaches: it has defaults for its options; torch.optim.Optimizer's own needs `defaults`.)
+        super().__init__(params)  # type: ignore[call-arg]  # see above: mypy sees Optimizer.__init__
         self._compression = compression
 
         if named_parameters is not None:
@@ -117,12 +124,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                             raise ValueError("A parameter can only appear once in groups.")
                         seen.add(id(p))
         self._groups = groups
-        self._p_to_group: dict[torch.Tensor, tuple] = {}
-        self._group_counts: dict[tuple, int] = {}
+        self._p_to_group: dict[torch.Tensor, _Group] = {}
+        self._group_counts: dict[_Group, int] = {}
         # Grouped allreduces are started in one fixed order on every rank (the engine numbers groups
         # in submission order): a group whose gradients are complete waits for those before it.
-        self._group_order: list[tuple] = []
-        self._groups_ready: set[tuple] = set()
+        self._group_order: list[_Group] = []
+        self._groups_ready: set[_Group] = set()
         self._next_group = 0
 
         api.require_initialized()  # a clear error otherwise
@@ -217,16 +224,19 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             return 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
         return 1.0, 1.0
 
-    def _ensure_grad(self, p: torch.Tensor) -> None:
-        if p.grad is None:
+    @staticmethod
+    def _ensure_grad(p: torch.Tensor) -> torch.Tensor:
+        """``p``'s gradient, made first if it has none."""
+        grad = p.grad
+        if grad is None:
             # This rank computed no gradient (the parameter was unused in its forward pass), but
             # another rank may have: contribute zeros so that every rank submits the same tensors.
-            p.grad = torch.zeros_like(p)
+            grad = p.grad = torch.zeros_like(p)
+        return grad
 
     def _allreduce_grad_async(self, p: torch.Tensor) -> tuple[Any, Any]:
-        self._ensure_grad(p)
+        tensor = self._ensure_grad(p)
         name = self._parameter_names.get(p)
-        tensor = p.grad
         if tensor.is_sparse:
             if not self.sparse_as_dense:
                 return sparse_allreduce_async(tensor, name=name, op=self.op, process_set=self.process_set), None
@@ -243,10 +253,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         )
         return handle, ctx
 
-    def _grouped_allreduce_grad_async(self, group: tuple) -> tuple[Any, Any]:
-        for p in group:
-            self._ensure_grad(p)
-        tensors, ctxs = zip(*[self._compression.compress(p.grad) for p in group], strict=True)
+    def _grouped_allreduce_grad_async(self, group: _Group) -> tuple[Any, Any]:
+        grads = [self._ensure_grad(p) for p in group]
+        tensors, ctxs = zip(*[self._compression.compress(g) for g in grads], strict=True)
         prescale, postscale = self._scale_factors()
         handle = grouped_allreduce_async_(
             list(tensors),
@@ -282,7 +291,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 if isinstance(key, tuple):
                     for p, output, c in zip(key, synchronize(handle), ctx, strict=True):
                         self._allreduce_delay[p] = self.backward_passes_per_step
-                        self._write_grad(p, self._compression.decompress(output, c))
+                        self._write_grad(p.grad, self._compression.decompress(output, c))
                     continue
                 output = synchronize(handle)
                 self._allreduce_delay[key] = self.backward_passes_per_step
@@ -292,15 +301,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                         aggregated = aggregated.to_sparse()
                     key.grad = aggregated.coalesce()
                 else:
-                    self._write_grad(key, self._compression.decompress(output, ctx))
+                    self._write_grad(key.grad, self._compression.decompress(output, ctx))
         finally:  # after a failure too, so that the optimizer can be used again (elastic training)
             self._handles.clear()
         self._synchronized = True
 
     @staticmethod
-    def _write_grad(p: torch.Tensor, value: torch.Tensor) -> None:
-        if value is not p.grad:  # e.g. decompressed from float16: take the result's storage
-            p.grad.set_(value)
+    def _write_grad(grad: torch.Tensor, value: torch.Tensor) -> None:
+        """Makes ``grad`` (a parameter's, which _ensure_grad gave it before its allreduce) ``value``."""
+        if value is not grad:  # e.g. decompressed from float16: take the result's storage
+            grad.set_(value)  # type: ignore[call-overload]  # torch's stub omits set_(Tensor), which it documents
 
     @contextlib.contextmanager
     def skip_synchronize(self) -> Iterator[None]:
@@ -333,7 +343,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     # torch wraps each optimizer class's step() to run step hooks and profiling: the wrapped class's
     # step already is, so this one is marked as done and the hooks run once, after synchronization.
-    step.hooked = True  # type: ignore[attr-defined]
+    step.hooked = True  # type: ignore[attr-defined]  # a function attribute, which torch reads
 
     def _step_locally(self, closure: Any = None) -> Any:
         """The wrapped optimizer's own step, without any communication."""
@@ -347,7 +357,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             )
         return super().zero_grad(set_to_none=set_to_none)
 
-    def load_state_dict(self, state_dict: dict) -> None:
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._handles = {}
         self._synchronized = False
         self._should_synchronize = True
@@ -371,7 +381,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 def DistributedOptimizer(
     optimizer: torch.optim.Optimizer,
     named_parameters: Any = None,
-    compression: Any = Compression.none,
+    compression: CompressorLike = Compression.none,
     backward_passes_per_step: int = 1,
     op: int = Average,
     gradient_predivide_factor: float = 1.0,
@@ -409,7 +419,7 @@ def DistributedOptimizer(
     if op == Adasum and size() > 1:
         raise NotImplementedError("op=hvd.Adasum is not supported by hvd yet; use op=hvd.Average")
     cls = type(optimizer.__class__.__name__, (_DistributedOptimizer, optimizer.__class__), {})
-    wrapped = cls(
+    wrapped: torch.optim.Optimizer = cls(
         optimizer.param_groups,
         named_parameters,
         compression,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -23,7 +23,10 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 # Stable collective names per layer, so that repeated steps hit the engine's response cache. A
 # layer is named when it first runs under a Horovod instance, in the same order on every rank.
-_layer_names: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# Horovod instance (api.current_instance()) -> layer -> name.
+_layer_names: weakref.WeakKeyDictionary[object, weakref.WeakKeyDictionary[torch.nn.Module, str]] = (
+    weakref.WeakKeyDictionary()
+)
 _layer_names_lock = threading.Lock()
 
 
@@ -107,8 +110,37 @@ def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 class _SyncBatchNorm(torch.autograd.Function):
+    # The signature of `apply`, for type checkers only (torch's is untyped: it passes its arguments
+    # to forward); `ctx` is torch's per-call context, with attributes of forward's choosing (Any).
+    if TYPE_CHECKING:
+
+        @classmethod
+        def apply(
+            cls,
+            input: torch.Tensor,
+            weight: torch.Tensor | None,
+            bias: torch.Tensor | None,
+            running_mean: torch.Tensor | None,
+            running_var: torch.Tensor | None,
+            eps: float,
+            momentum: float,
+            process_set: ProcessSet,
+            name: str,
+        ) -> torch.Tensor: ...
+
     @staticmethod
-    def forward(ctx, input, weight, bias, running_mean, running_var, eps, momentum, process_set, name):  # type: ignore[override]
+    def forward(
+        ctx: Any,
+        input: torch.Tensor,
+        weight: torch.Tensor | None,
+        bias: torch.Tensor | None,
+        running_mean: torch.Tensor | None,
+        running_var: torch.Tensor | None,
+        eps: float,
+        momentum: float,
+        process_set: ProcessSet,
+        name: str,
+    ) -> torch.Tensor:
         channels = input.shape[1]
         x = input.to(_compute_dtype(input.dtype))
         dims, shape = _reduced_dims(x), _channel_shape(x)
@@ -121,7 +153,7 @@ class _SyncBatchNorm(torch.autograd.Function):
         local = torch.cat(
             [torch.tensor([float(count)], dtype=torch.float64, device=x.device), mean.double(), (var * count).double()]
         )
-        stats = synchronize(allgather_async(local.unsqueeze(0), f"{name}.stats", process_set))
+        stats: torch.Tensor = synchronize(allgather_async(local.unsqueeze(0), f"{name}.stats", process_set))
         counts, means, m2s = stats[:, :1], stats[:, 1 : 1 + channels], stats[:, 1 + channels :]
         total = float(counts.sum())
         if total <= 1:
@@ -133,19 +165,21 @@ class _SyncBatchNorm(torch.autograd.Function):
         global_m2 = (m2s + counts * (means - global_mean) ** 2).sum(0)
         invstd = torch.rsqrt(global_m2 / total + eps)
         if running_mean is not None:
+            assert running_var is not None  # BatchNorm has both running statistics or neither
             with torch.no_grad():
                 running_mean.mul_(1 - momentum).add_(global_mean.to(running_mean.dtype), alpha=momentum)
                 running_var.mul_(1 - momentum).add_((global_m2 / (total - 1)).to(running_var.dtype), alpha=momentum)
         mean, invstd = global_mean.to(x.dtype), invstd.to(x.dtype)
         out = (x - mean.view(shape)) * invstd.view(shape)
         if weight is not None:
+            assert bias is not None  # an affine BatchNorm has both weight and bias
             out = out * weight.to(x.dtype).view(shape) + bias.to(x.dtype).view(shape)
         ctx.save_for_backward(input, weight, mean, invstd)
         ctx.total, ctx.process_set, ctx.name = total, process_set, name
         return out.to(input.dtype)
 
     @staticmethod
-    def backward(ctx, grad_output):  # type: ignore[override]
+    def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         input, weight, mean, invstd = ctx.saved_tensors
         need_input, need_weight, need_bias = ctx.needs_input_grad[:3]
         x = input.to(mean.dtype)
