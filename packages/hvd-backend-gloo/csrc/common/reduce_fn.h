@@ -1,4 +1,5 @@
-// Element-wise reductions for Gloo's allreduce, for every hvd dtype and op.
+// Element-wise reductions as function pointers, for every hvd dtype and op: what Gloo's ring
+// reduces with (tcp/collectives.cc), and whether a (dtype, op) is known at all (collectives.cc).
 //
 // Gloo's own gloo::sum/min/max know nothing of bfloat16, of hvd's bool semantics (MIN/PRODUCT =
 // AND, MAX/SUM = OR) or of NaN propagation in min/max; hvd_reduce.hpp has all of it, shared with
