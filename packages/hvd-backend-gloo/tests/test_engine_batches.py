@@ -81,7 +81,10 @@ def _burst_beside_a_parked_thread(count: int) -> tuple[int, int]:
         parked.start()
         while engine_stats()["blocked_callers"] == 0:  # until it waits in the engine
             time.sleep(0.01)
-    calls = lambda: engine_stats()["backend_calls"]["allreduce"]  # noqa: E731
+
+    def calls() -> int:
+        return int(engine_stats()["backend_calls"]["allreduce"])
+
     before = calls()
     handles = [hvd.allreduce_async(np.full(16, i, np.float32), name=f"p{i}", op=hvd.Sum) for i in range(count)]
     for i, h in enumerate(handles):

@@ -121,4 +121,4 @@ def test_bad_or_unsupported_arguments(kwargs: dict, error: type[Exception], mess
 
 def test_func_must_be_callable() -> None:
     with pytest.raises(TypeError, match="func must be callable"):
-        horovod.run("not a function")  # type: ignore[arg-type]
+        horovod.run("not a function")

@@ -297,8 +297,9 @@ def test_interrupting_the_launcher_stops_every_rank(signum: int, job_env: dict[s
         ) as proc,
         _killed_at_exit(proc),
     ):
-        out = LineReader(proc.stdout)  # type: ignore[arg-type]
-        err = LineReader(proc.stderr)  # type: ignore[arg-type]
+        assert proc.stdout is not None and proc.stderr is not None  # both are pipes
+        out = LineReader(proc.stdout)
+        err = LineReader(proc.stderr)
         lines = out.wait_for(lambda ls: sum(">:ready" in line for line in ls) == 3)
         pids = reported_pids(lines, "pid") + reported_pids(lines, "child")
         assert len(pids) == 6
@@ -361,8 +362,9 @@ def test_secret_is_not_on_command_lines_nor_in_verbose_output(tmp_path: Path, jo
         ) as proc,
         _killed_at_exit(proc),
     ):
-        out = LineReader(proc.stdout)  # type: ignore[arg-type]
-        err = LineReader(proc.stderr)  # type: ignore[arg-type]
+        assert proc.stdout is not None and proc.stderr is not None  # both are pipes
+        out = LineReader(proc.stdout)
+        err = LineReader(proc.stderr)
         pids = reported_pids(out.wait_for(lambda ls: len(reported_pids(ls)) == 2))
         secrets = {(tmp_path / f"secret.{r}").read_text() for r in range(2)}
         assert len(secrets) == 1

@@ -139,14 +139,15 @@ def test_a_signal_stops_every_rank(signum: int, mpi_env: dict[str, str]) -> None
         text=True,
         stdin=subprocess.DEVNULL,
     ) as proc:
-        out = LineReader(proc.stdout)  # type: ignore[arg-type]
+        assert proc.stdout is not None and proc.stderr is not None  # both are pipes
+        out = LineReader(proc.stdout)
         try:
             lines = out.wait_for(lambda ls: len([line for line in ls if "] pid " in line]) >= 2, timeout=60)
             pids = reported_pids(line.partition("] ")[2] for line in lines)
             assert len(pids) == 2, lines
             proc.send_signal(signum)
             assert proc.wait(timeout=60) == 128 + signum
-            assert f"interrupted ({signal.Signals(signum).name})" in proc.stderr.read()  # type: ignore[union-attr]
+            assert f"interrupted ({signal.Signals(signum).name})" in proc.stderr.read()
             assert_all_gone(pids)
         finally:
             if proc.poll() is None:

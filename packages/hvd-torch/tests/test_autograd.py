@@ -98,7 +98,10 @@ def test_grouped_allreduce_gradients(np_: int) -> None:
 def case_allgather_grad() -> None:
     hvd.init()
     n, rank = hvd.size(), hvd.rank()
-    rows = lambda r: (r + 1, 3)  # noqa: E731 - uneven first dimension
+
+    def rows(r: int) -> tuple[int, int]:  # an uneven first dimension
+        return (r + 1, 3)
+
     total_rows = (sum(r + 1 for r in range(n)), 3)
     x = seeded(rows(rank), seed=rank).requires_grad_()
     own_loss_backward(rank, x, hvd.allgather(x, name="grad.ag"))
@@ -150,8 +153,12 @@ def case_alltoall_grad() -> None:
             outs.append(torch.cat([xs[r][sum(splits_of(r)[:j]) :][: splits_of(r)[j]] for r in range(n)]))
         return outs
 
-    shape_of = lambda r: (sum(splits_of(r)), 2)  # noqa: E731
-    out_shape_of = lambda j: (sum(splits_of(r)[j] for r in range(n)), 2)  # noqa: E731
+    def shape_of(r: int) -> tuple[int, int]:
+        return (sum(splits_of(r)), 2)
+
+    def out_shape_of(j: int) -> tuple[int, int]:
+        return (sum(splits_of(r)[j] for r in range(n)), 2)
+
     x = seeded(shape_of(rank), seed=rank).requires_grad_()
     y, received_splits = hvd.alltoall(x, splits=splits_of(rank), name="grad.a2a")
     assert not received_splits.requires_grad

@@ -19,7 +19,8 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from types import FrameType
+from typing import Any, Protocol
 
 from horovod.runner.exit_report import EXITING
 from horovod.runner.hosts import Placement
@@ -369,7 +370,7 @@ class _DeferSignals:
     def __init__(self, hurry: threading.Event, redeliver: bool = False) -> None:
         self._hurry = hurry
         self._redeliver = redeliver
-        self._previous: dict[int, object] = {}
+        self._previous: dict[int, Callable[[int, FrameType | None], Any] | int | None] = {}
         self._received: list[int] = []
 
     def __enter__(self) -> None:
@@ -385,7 +386,8 @@ class _DeferSignals:
 
     def __exit__(self, *exc: object) -> None:
         for signum, handler in self._previous.items():
-            signal.signal(signum, handler)  # type: ignore[arg-type]
+            if handler is not None:  # None: a handler not installed from Python, which cannot be put back
+                signal.signal(signum, handler)
         self._previous.clear()
         if self._redeliver and self._received:
             self._hurry.clear()
