@@ -248,10 +248,18 @@ def _c_sources() -> list[str]:
 
 def _lint_config_problems() -> list[str]:
     """Where the configuration files disagree with this session: a package whose src/ mypy does
-    not see, or pre-commit hooks with other versions than LINT_TOOLS and LINT_STUBS."""
+    not see, pre-commit hooks with other versions than LINT_TOOLS and LINT_STUBS, or a package
+    whose LICENSE or NOTICE is not the root's."""
     import configparser
 
     problems = []
+    # hatchling puts a package's own LICEN[CS]E* and NOTICE* files into its wheel and sdist (its
+    # default license-files); it cannot reach the root's from a package's directory.
+    for path in PACKAGES.values():
+        for name in ("LICENSE", "NOTICE"):
+            copy = path / name
+            if not copy.is_file() or copy.read_bytes() != (ROOT / name).read_bytes():
+                problems.append(f"{copy.relative_to(ROOT)}: not a copy of the root's {name}")
     mypy = configparser.ConfigParser()
     mypy.read(ROOT / "mypy.ini")
     mypy_path = {p.strip() for p in re.split(r"[,:\n]", mypy["mypy"]["mypy_path"]) if p.strip()}
