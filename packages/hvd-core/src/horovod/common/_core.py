@@ -5,8 +5,8 @@ sources, so editable installs cannot shadow ``horovod.common``); this module re-
 """
 
 import horovod.common._native._core as _native
-from horovod.common._native._core import *  # noqa: F403
-from horovod.common._native._core import set_exception_types  # noqa: F401
+from horovod.common._native._core import *  # noqa: F403  (the extension's names, as this module's)
+from horovod.common._native._core import set_exception_types  # noqa: F401  (re-exported, named for readers)
 from horovod.common.exceptions import install_exception_types as _install
 
 _install(_native)

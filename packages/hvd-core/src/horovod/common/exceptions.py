@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 
 class HorovodInternalError(RuntimeError):
     """Communication failed: a peer was lost, a backend call failed, or the engine stopped.
@@ -25,6 +27,12 @@ class CollectiveMismatchError(RuntimeError):
     """Ranks disagreed about a collective (shape, dtype, op, root...). Raised on every rank."""
 
 
-def install_exception_types(core: object) -> None:
+class _NativeEngine(Protocol):
+    """The part of the native extension module that install_exception_types uses."""
+
+    def set_exception_types(self, invalid_argument: object, mismatch: object, aborted: object, /) -> None: ...
+
+
+def install_exception_types(core: _NativeEngine) -> None:
     """Tells the native engine which Python exceptions to raise for each failure kind."""
-    core.set_exception_types(ValueError, CollectiveMismatchError, HorovodInternalError)  # type: ignore[attr-defined]
+    core.set_exception_types(ValueError, CollectiveMismatchError, HorovodInternalError)
