@@ -107,7 +107,8 @@ static void low_precision_and_bool_out_of_place(hvd_comm* c) {
   uint8_t flags[2] = {(uint8_t)(rank == 0), 1}, all[2], any[2];
   CHECK_OK(c, B->allreduce(c, flags, all, 2, HVD_DTYPE_BOOL, HVD_REDUCE_PRODUCT));
   CHECK_OK(c, B->allreduce(c, flags, any, 2, HVD_DTYPE_BOOL, HVD_REDUCE_SUM));
-  CHECK(all[0] == 0 && all[1] == 1 && any[0] == 1 && any[1] == 1, "and %d %d, or %d %d", all[0], all[1], any[0], any[1]);
+  CHECK(all[0] == 0 && all[1] == 1 && any[0] == 1 && any[1] == 1, "and %d %d, or %d %d", all[0], all[1], any[0],
+        any[1]);
 }
 
 static void empty_and_uneven_blocks(hvd_comm* c) {
@@ -174,7 +175,8 @@ int main(int argc, char** argv) {
   int (*topology)(int, int32_t*, char*, size_t) = (int (*)(int, int32_t*, char*, size_t))dlsym(lib, "hvd_mpi_topology");
   char error[512] = "";
   int32_t where[6];
-  if (!get || !initialize || !topology || initialize(0, error, sizeof error) || topology(0, where, error, sizeof error)) {
+  if (!get || !initialize || !topology || initialize(0, error, sizeof error) ||
+      topology(0, where, error, sizeof error)) {
     return fprintf(stderr, "cannot start: %s\n", error), 2;
   }
   B = get();
