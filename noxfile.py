@@ -94,7 +94,8 @@ def _local_closure(name: str) -> list[str]:
 
 def _source_digest(path: pathlib.Path) -> str:
     digest = hashlib.sha256()
-    for file in sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts and "tests" not in p.relative_to(path).parts[:1]):
+    files = (p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    for file in sorted(p for p in files if "tests" not in p.relative_to(path).parts[:1]):
         digest.update(str(file.relative_to(path)).encode())
         digest.update(file.read_bytes())
     return digest.hexdigest()[:16]
@@ -134,7 +135,13 @@ def build_wheels(session: nox.Session, names: list[str], variants: dict[str, str
             for old in house.glob(wheel_prefix + "*.whl"):
                 old.unlink()
             session.run(
-                "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(house), str(PACKAGES[name]),
+                "pip",
+                "wheel",
+                "--no-deps",
+                "--no-build-isolation",
+                "-w",
+                str(house),
+                str(PACKAGES[name]),
             )
             stamp.write_text(digest)
         # Later builds in this session (backends) need this package (its headers) at build time,
@@ -173,7 +180,8 @@ def install_local(
 
 def _make_test_session(name: str) -> None:
     def run_tests(session: nox.Session, variant: str | None) -> None:
-        install_local(session, name, also=tuple(_test_requires_local(name)), variants={name: variant} if variant else None)
+        variants = {name: variant} if variant else None
+        install_local(session, name, also=tuple(_test_requires_local(name)), variants=variants)
         session.chdir(PACKAGES[name])
         session.run("python", "-m", "pytest", "tests", *session.posargs, env={"HVD_REPO_ROOT": str(ROOT)})
 
@@ -212,8 +220,14 @@ def train(session: nox.Session) -> None:
     install_local(session, "hvd-torch", "hvd-backend-gloo", "hvd-runner", extras=())
     session.install("torch==2.13.0", "scikit-learn")  # torch: the CPU build on this machine's disk
     session.run(
-        "horovodrun", "-np", "2", "-H", "localhost:2",
-        "python", str(ROOT / "examples" / "pytorch" / "pytorch_digits.py"), *session.posargs,
+        "horovodrun",
+        "-np",
+        "2",
+        "-H",
+        "localhost:2",
+        "python",
+        str(ROOT / "examples" / "pytorch" / "pytorch_digits.py"),
+        *session.posargs,
         env={"OMP_NUM_THREADS": "1"},
     )
 
