@@ -11,9 +11,9 @@ import numpy as np
 
 import horovod.common as hvd
 from horovod.common.plugin_api import get_plugin_manager
-from horovod.common.testing.probes import engine_stats, load_backend
 from horovod.common.testing.cluster import run_cluster
 from horovod.common.testing.conformance import BackendConformance
+from horovod.common.testing.probes import engine_stats, load_backend
 
 
 def test_entry_point_registers_the_backend():

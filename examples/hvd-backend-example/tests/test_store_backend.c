@@ -157,9 +157,9 @@ static void check(int ok, const char* fmt, ...) {
   pthread_mutex_unlock(&g_count_mu);
 }
 
-static const char* dtype_names[HVD_DTYPE_COUNT] = {"uint8",   "int8",     "int16",
-                                                    "int32",   "int64",    "float16",
-                                                    "bfloat16", "float32", "float64", "bool"};
+static const char* dtype_names[HVD_DTYPE_COUNT] = {"uint8",   "int8",    "int16",    "int32",
+                                                   "int64",   "float16", "bfloat16", "float32",
+                                                   "float64", "bool"};
 static const char* op_names[4] = {"sum", "min", "max", "product"};
 
 static size_t esize(hvd_dtype dt) {
@@ -347,9 +347,11 @@ static void test_allreduce_buffers(rank_ctx* c, hvd_comm* comm, hvd_dtype dt, si
       if (recv[b] != send[b]) memset(recv[b], 0x5A, counts[b] * esize(dt));
       pairs[b].sendbuf = send[b], pairs[b].recvbuf = recv[b], pairs[b].count = counts[b];
     }
-    check_rc(c, comm, "allreduce_buffers", dt, X->allreduce_buffers(comm, pairs, 3, dt, (hvd_reduce_op)op, 1.0));
+    check_rc(c, comm, "allreduce_buffers", dt,
+             X->allreduce_buffers(comm, pairs, 3, dt, (hvd_reduce_op)op, 1.0));
     for (b = 0; b < 3; ++b)
-      check_bytes(c, "allreduce_buffers", dt, op, counts[b], recv[b], want[b], counts[b] * esize(dt));
+      check_bytes(c, "allreduce_buffers", dt, op, counts[b], recv[b], want[b],
+                  counts[b] * esize(dt));
   }
   memset(recv[0], 0x5A, counts[0] * esize(dt));
   memcpy(want[0], recv[0], counts[0] * esize(dt));
@@ -357,7 +359,8 @@ static void test_allreduce_buffers(rank_ctx* c, hvd_comm* comm, hvd_dtype dt, si
   check(rc == HVD_ERR_UNSUPPORTED && strstr(B->last_error(comm), "scaled") != NULL,
         "N=%d rank %d: allreduce_buffers with a postscale, dtype=%s: got %d (%s), want it declined",
         c->n, c->rank, dtype_names[dt], rc, B->last_error(comm));
-  check_bytes(c, "declined allreduce_buffers", dt, -1, counts[0], recv[0], want[0], counts[0] * esize(dt));
+  check_bytes(c, "declined allreduce_buffers", dt, -1, counts[0], recv[0], want[0],
+              counts[0] * esize(dt));
   for (b = 0; b < 3; ++b) {
     if (recv[b] != send[b]) free(recv[b]);
     free(send[b]);
@@ -416,8 +419,10 @@ static void test_broadcast(rank_ctx* c, hvd_comm* comm, hvd_dtype dt, size_t cou
   char* buf = malloc(bytes + 1);
   char* want = malloc(bytes + 1);
   fill(dt, want, root, 0, count, 5);
-  if (c->rank == root) memcpy(buf, want, bytes);
-  else memset(buf, 0x5A, bytes);
+  if (c->rank == root)
+    memcpy(buf, want, bytes);
+  else
+    memset(buf, 0x5A, bytes);
   check_rc(c, comm, "broadcast", dt, B->broadcast(comm, buf, count, dt, root));
   check_bytes(c, "broadcast", dt, -1, count, buf, want, bytes);
   free(buf);
@@ -444,8 +449,7 @@ static void test_alltoallv(rank_ctx* c, hvd_comm* comm, hvd_dtype dt, size_t cou
     fill(dt, send + off * esize(dt), c->rank * 16 + p, 0, sendcounts[p], 11);
   for (p = 0, off = 0; p < c->n; off += recvcounts[p], ++p)
     fill(dt, want + off * esize(dt), p * 16 + c->rank, 0, recvcounts[p], 11);
-  check_rc(c, comm, "alltoallv", dt,
-           B->alltoallv(comm, send, sendcounts, recv, recvcounts, dt));
+  check_rc(c, comm, "alltoallv", dt, B->alltoallv(comm, send, sendcounts, recv, recvcounts, dt));
   check_bytes(c, "alltoallv", dt, -1, count, recv, want, rtotal * esize(dt));
   free(send);
   free(recv);
@@ -470,7 +474,9 @@ static void test_rounding(rank_ctx* c, hvd_comm* comm) {
   check_bytes(c, "allreduce rounding", HVD_DTYPE_BFLOAT16, 0, 4, out, b_want, sizeof out);
 }
 
-static int contains(const char* s, const char* part) { return s != NULL && strstr(s, part) != NULL; }
+static int contains(const char* s, const char* part) {
+  return s != NULL && strstr(s, part) != NULL;
+}
 
 /* Argument errors are detected locally, before any store traffic, so ranks need not agree. */
 static void test_invalid_arguments(rank_ctx* c, hvd_comm* comm) {
@@ -492,8 +498,8 @@ static void test_invalid_arguments(rank_ctx* c, hvd_comm* comm) {
   check(rc == HVD_ERR_INVALID_ARGUMENT && contains(B->last_error(comm), "sendbuf"),
         "NULL sendbuf: %s", B->last_error(comm));
   rc = B->allreduce(comm, buf, buf, (size_t)-1 / 2, HVD_DTYPE_INT32, HVD_REDUCE_SUM);
-  check(rc == HVD_ERR_INVALID_ARGUMENT && contains(B->last_error(comm), "count"),
-        "huge count: %s", B->last_error(comm));
+  check(rc == HVD_ERR_INVALID_ARGUMENT && contains(B->last_error(comm), "count"), "huge count: %s",
+        B->last_error(comm));
   rc = B->broadcast(comm, buf, 1, HVD_DTYPE_INT32, c->n);
   check(rc == HVD_ERR_INVALID_ARGUMENT && contains(B->last_error(comm), "root"), "bad root: %s",
         B->last_error(comm));
@@ -628,8 +634,7 @@ static void test_create_errors(void) {
   cfg.device_kind = HVD_DEVICE_CPU;
   cfg.device_id = -1;
   rc = B->comm_create(&cfg, &table, &comm, err, sizeof err);
-  check(rc == HVD_ERR_INVALID_ARGUMENT && comm == NULL && contains(err, "size"), "size 0: %s",
-        err);
+  check(rc == HVD_ERR_INVALID_ARGUMENT && comm == NULL && contains(err, "size"), "size 0: %s", err);
   cfg.size = 2;
   cfg.key_prefix = NULL;
   rc = B->comm_create(&cfg, &table, &comm, err, sizeof err);

@@ -27,7 +27,8 @@ int CheckReduction(hvd_comm* comm, const char* op, hvd_dtype dtype, hvd_reduce_o
               Prefix(comm, op) + "no reduction " + std::to_string((int)reduce) + " for " + hvd::dtype_name(dtype));
 }
 
-int CheckCounts(hvd_comm* comm, const char* op, const size_t* counts, std::vector<int>* ints, std::vector<int>* displs) {
+int CheckCounts(hvd_comm* comm, const char* op, const size_t* counts, std::vector<int>* ints,
+                std::vector<int>* displs) {
   std::string why;
   if (ToIntCounts(counts, comm->size, ints, displs, &why)) return HVD_OK;
   return Fail(comm, HVD_ERR_UNSUPPORTED, Prefix(comm, op) + why);

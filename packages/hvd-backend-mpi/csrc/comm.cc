@@ -30,14 +30,16 @@ int CheckJobIsMpiWorld(const hvd_comm* comm, MPI_Comm world, std::string* error)
   for (int32_t r : comm->job_ranks) {
     if (r < 0 || r >= world_size) {
       *error = "mpi: hvd's job has rank " + std::to_string(r) + ", but the MPI world has " +
-               std::to_string(world_size) + " process(es): start the job with mpirun (or horovodrun --mpi) so "
+               std::to_string(world_size) +
+               " process(es): start the job with mpirun (or horovodrun --mpi) so "
                "that hvd's ranks are MPI's";
       return HVD_ERR_INVALID_ARGUMENT;
     }
   }
   if (comm->job_ranks[comm->rank] != world_rank) {
-    *error = "mpi: hvd says this process is rank " + std::to_string(comm->job_ranks[comm->rank]) +
-             ", but it is rank " + std::to_string(world_rank) + " of the MPI world: hvd's ranks must be MPI's "
+    *error = "mpi: hvd says this process is rank " + std::to_string(comm->job_ranks[comm->rank]) + ", but it is rank " +
+             std::to_string(world_rank) +
+             " of the MPI world: hvd's ranks must be MPI's "
              "(start the job with mpirun, or horovodrun --mpi)";
     return HVD_ERR_INVALID_ARGUMENT;
   }
@@ -96,9 +98,9 @@ int CommCreate(const hvd_comm_config_v1* config, const hvd_store_v1* store, hvd_
     return Report(error, error_len, HVD_ERR_INVALID_ARGUMENT, "mpi: truncated hvd_comm_config_v1");
   }
   if (config->size < 1 || config->rank < 0 || config->rank >= config->size) {
-    return Report(error, error_len, HVD_ERR_INVALID_ARGUMENT,
-                  "mpi: rank " + std::to_string(config->rank) + " is out of range for size " +
-                      std::to_string(config->size));
+    return Report(
+        error, error_len, HVD_ERR_INVALID_ARGUMENT,
+        "mpi: rank " + std::to_string(config->rank) + " is out of range for size " + std::to_string(config->size));
   }
   if (config->device_kind != HVD_DEVICE_CPU) {
     return Report(error, error_len, HVD_ERR_UNSUPPORTED, "mpi: this backend serves CPU (host memory) buffers only");

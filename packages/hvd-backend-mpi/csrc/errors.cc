@@ -25,18 +25,14 @@ int StatusOf(int code) {
     case MPI_ERR_GROUP:
     case MPI_ERR_OP:
     case MPI_ERR_ARG:
-    case MPI_ERR_TRUNCATE:
-      return HVD_ERR_INVALID_ARGUMENT;
+    case MPI_ERR_TRUNCATE: return HVD_ERR_INVALID_ARGUMENT;
 #ifdef MPI_ERR_PROC_ABORTED  // MPI 4.0: a peer's process was aborted
-    case MPI_ERR_PROC_ABORTED:
-      return HVD_ERR_PEER_LOST;
+    case MPI_ERR_PROC_ABORTED: return HVD_ERR_PEER_LOST;
 #endif
 #ifdef MPIX_ERR_PROC_FAILED  // fault-tolerant MPI (ULFM): a peer's process failed
-    case MPIX_ERR_PROC_FAILED:
-      return HVD_ERR_PEER_LOST;
+    case MPIX_ERR_PROC_FAILED: return HVD_ERR_PEER_LOST;
 #endif
-    default:
-      return HVD_ERR_INTERNAL;
+    default: return HVD_ERR_INTERNAL;
   }
 }
 
@@ -45,7 +41,9 @@ int Fail(hvd_comm* comm, int status, std::string message) {
   return status;
 }
 
-std::string Prefix(const hvd_comm* comm, const char* op) { return "mpi " + std::string(op) + " (" + Describe(comm) + "): "; }
+std::string Prefix(const hvd_comm* comm, const char* op) {
+  return "mpi " + std::string(op) + " (" + Describe(comm) + "): ";
+}
 
 std::string CallFailed(const char* call, int rc) { return std::string(call) + " failed: " + MpiErrorText(rc); }
 

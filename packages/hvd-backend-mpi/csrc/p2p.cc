@@ -19,9 +19,9 @@ int CheckPeerAndTag(hvd_comm* comm, const char* op, int32_t peer, int32_t tag) {
   MPI_Comm_get_attr(comm->comm, MPI_TAG_UB, &tag_ub, &found);
   int largest = found && tag_ub ? *tag_ub : 32767;  // MPI guarantees at least 32767
   if (tag < 0 || tag > largest) {
-    return Fail(comm, HVD_ERR_INVALID_ARGUMENT,
-                Prefix(comm, op) + "tag " + std::to_string(tag) + " is outside MPI's [0, " + std::to_string(largest) +
-                    "]");
+    return Fail(
+        comm, HVD_ERR_INVALID_ARGUMENT,
+        Prefix(comm, op) + "tag " + std::to_string(tag) + " is outside MPI's [0, " + std::to_string(largest) + "]");
   }
   return HVD_OK;
 }

@@ -85,16 +85,17 @@ bool InitializedHere() {
 int EnsureInitialized(bool threads_disabled, std::string* error) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (Finalized()) {
-    *error = "mpi: MPI was already finalized in this process (by MPI.Finalize() or mpi4py at exit), and MPI "
-             "cannot be initialized twice in one process";
+    *error =
+        "mpi: MPI was already finalized in this process (by MPI.Finalize() or mpi4py at exit), and MPI "
+        "cannot be initialized twice in one process";
     return HVD_ERR_INVALID_ARGUMENT;
   }
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) return HVD_OK;  // by mpi4py, or by an earlier call here: theirs to finalize
   int provided = MPI_THREAD_SINGLE;
-  int rc = MPI_Init_thread(nullptr, nullptr, ToMpiLevel(threads_disabled ? kThreadSerialized : kThreadMultiple),
-                           &provided);
+  int rc =
+      MPI_Init_thread(nullptr, nullptr, ToMpiLevel(threads_disabled ? kThreadSerialized : kThreadMultiple), &provided);
   if (rc != MPI_SUCCESS) {
     *error = "mpi: " + CallFailed("MPI_Init_thread", rc);
     return StatusOf(rc);

@@ -1,12 +1,12 @@
 /*
  * store_backend.c: the "example" collective backend, a template for third-party backends.
  *
- * It implements hvd_backend_v1 (horovod/hvd_backend.h), and part of the optional hvd_backend_ext_v1,
- * in plain C99, and moves every byte through the key-value store that the engine hands to
- * comm_create. That makes it transport-free: it is correct for any number of ranks whether they
- * are threads in one process (the engine's in-memory store) or processes (the launcher's
- * rendezvous store). It is also slow, so it serves as a
- * template and a test fixture, never as a production backend.
+ * It implements hvd_backend_v1 (horovod/hvd_backend.h), and part of the optional
+ * hvd_backend_ext_v1, in plain C99, and moves every byte through the key-value store that the
+ * engine hands to comm_create. That makes it transport-free: it is correct for any number of ranks
+ * whether they are threads in one process (the engine's in-memory store) or processes (the
+ * launcher's rendezvous store). It is also slow, so it serves as a template and a test fixture,
+ * never as a production backend.
  *
  * Protocol. Each collective takes the next per-communicator sequence number `seq`. A member
  * publishes its contribution under `<key_prefix>/<seq>/<rank>` (or, where each destination needs
@@ -74,10 +74,16 @@ static int64_t remaining_ms(int64_t deadline) {
 
 static size_t dtype_size(hvd_dtype dtype) {
   switch (dtype) {
-    case HVD_DTYPE_UINT8: case HVD_DTYPE_INT8: case HVD_DTYPE_BOOL: return 1;
-    case HVD_DTYPE_INT16: case HVD_DTYPE_FLOAT16: case HVD_DTYPE_BFLOAT16: return 2;
-    case HVD_DTYPE_INT32: case HVD_DTYPE_FLOAT32: return 4;
-    case HVD_DTYPE_INT64: case HVD_DTYPE_FLOAT64: return 8;
+    case HVD_DTYPE_UINT8:
+    case HVD_DTYPE_INT8:
+    case HVD_DTYPE_BOOL: return 1;
+    case HVD_DTYPE_INT16:
+    case HVD_DTYPE_FLOAT16:
+    case HVD_DTYPE_BFLOAT16: return 2;
+    case HVD_DTYPE_INT32:
+    case HVD_DTYPE_FLOAT32: return 4;
+    case HVD_DTYPE_INT64:
+    case HVD_DTYPE_FLOAT64: return 8;
   }
   return 0; /* unknown: callers validate first */
 }
@@ -99,17 +105,21 @@ static void move_bytes(void* dst, const void* src, size_t bytes) {
 
 /* Integers add and multiply in a wide unsigned type W: wrap-around instead of the undefined
  * behaviour of signed overflow (and of int promotion for 8- and 16-bit products). */
-#define DEFINE_INTEGER_REDUCE(NAME, T, W)                                                   \
-  static void NAME(hvd_reduce_op op, T* acc, const T* in, size_t n) {                      \
-    size_t i;                                                                              \
-    for (i = 0; i < n; ++i) {                                                              \
-      switch (op) {                                                                        \
-        case HVD_REDUCE_SUM: acc[i] = (T)((W)acc[i] + (W)in[i]); break;                    \
-        case HVD_REDUCE_PRODUCT: acc[i] = (T)((W)acc[i] * (W)in[i]); break;                \
-        case HVD_REDUCE_MIN: if (in[i] < acc[i]) acc[i] = in[i]; break;                    \
-        case HVD_REDUCE_MAX: if (in[i] > acc[i]) acc[i] = in[i]; break;                    \
-      }                                                                                    \
-    }                                                                                      \
+#define DEFINE_INTEGER_REDUCE(NAME, T, W)                                   \
+  static void NAME(hvd_reduce_op op, T* acc, const T* in, size_t n) {       \
+    size_t i;                                                               \
+    for (i = 0; i < n; ++i) {                                               \
+      switch (op) {                                                         \
+        case HVD_REDUCE_SUM: acc[i] = (T)((W)acc[i] + (W)in[i]); break;     \
+        case HVD_REDUCE_PRODUCT: acc[i] = (T)((W)acc[i] * (W)in[i]); break; \
+        case HVD_REDUCE_MIN:                                                \
+          if (in[i] < acc[i]) acc[i] = in[i];                               \
+          break;                                                            \
+        case HVD_REDUCE_MAX:                                                \
+          if (in[i] > acc[i]) acc[i] = in[i];                               \
+          break;                                                            \
+      }                                                                     \
+    }                                                                       \
   }
 DEFINE_INTEGER_REDUCE(reduce_u8, uint8_t, uint32_t)
 DEFINE_INTEGER_REDUCE(reduce_i8, int8_t, uint32_t)
@@ -118,11 +128,11 @@ DEFINE_INTEGER_REDUCE(reduce_i32, int32_t, uint32_t)
 DEFINE_INTEGER_REDUCE(reduce_i64, int64_t, uint64_t)
 
 /* One binary operation on floating values, shared by float, double and the 16-bit types. */
-#define APPLY_FLOAT_OP(op, a, b) \
-  ((op) == HVD_REDUCE_SUM ? (a) + (b) \
-   : (op) == HVD_REDUCE_PRODUCT ? (a) * (b) \
-   : (op) == HVD_REDUCE_MIN ? ((b) < (a) ? (b) : (a)) \
-   : ((b) > (a) ? (b) : (a)))
+#define APPLY_FLOAT_OP(op, a, b)                          \
+  ((op) == HVD_REDUCE_SUM       ? (a) + (b)               \
+   : (op) == HVD_REDUCE_PRODUCT ? (a) * (b)               \
+   : (op) == HVD_REDUCE_MIN     ? ((b) < (a) ? (b) : (a)) \
+                                : ((b) > (a) ? (b) : (a)))
 
 static void reduce_f32(hvd_reduce_op op, float* acc, const float* in, size_t n) {
   size_t i;
@@ -248,15 +258,16 @@ static int check_op(hvd_comm* comm, const char* what, hvd_reduce_op op) {
   return HVD_OK;
 }
 
-/* A buffer of `count` elements: its byte size must not overflow, and it may be NULL only if empty. */
+/* A buffer of `count` elements: its byte size must not overflow, and it may be NULL only if empty.
+ */
 static int check_buffer(hvd_comm* comm, const char* what, const char* arg, const void* buf,
                         size_t count, size_t elem) {
   if (count > SIZE_MAX / elem)
-    return fail(comm, HVD_ERR_INVALID_ARGUMENT, "%s: count %zu of %s overflows size_t", what,
-                count, arg);
+    return fail(comm, HVD_ERR_INVALID_ARGUMENT, "%s: count %zu of %s overflows size_t", what, count,
+                arg);
   if (buf == NULL && count > 0)
-    return fail(comm, HVD_ERR_INVALID_ARGUMENT, "%s: %s is NULL but holds %zu elements", what,
-                arg, count);
+    return fail(comm, HVD_ERR_INVALID_ARGUMENT, "%s: %s is NULL but holds %zu elements", what, arg,
+                count);
   return HVD_OK;
 }
 
@@ -283,8 +294,8 @@ static const char* data_key(hvd_comm* comm, uint64_t seq, int32_t src, int32_t d
   if (dst < 0)
     snprintf(comm->key, comm->key_cap, "%s/%" PRIu64 "/%" PRId32, comm->key_prefix, seq, src);
   else
-    snprintf(comm->key, comm->key_cap, "%s/%" PRIu64 "/%" PRId32 "/%" PRId32, comm->key_prefix,
-             seq, src, dst);
+    snprintf(comm->key, comm->key_cap, "%s/%" PRIu64 "/%" PRId32 "/%" PRId32, comm->key_prefix, seq,
+             src, dst);
   return comm->key;
 }
 
@@ -381,21 +392,26 @@ static void comm_free(hvd_comm* comm) {
 }
 
 /* Checks the config before anything is allocated; writes the reason into error. */
-static int check_config(const hvd_comm_config_v1* config, const hvd_store_v1* store,
-                        hvd_comm** out, char* error, size_t error_len) {
+static int check_config(const hvd_comm_config_v1* config, const hvd_store_v1* store, hvd_comm** out,
+                        char* error, size_t error_len) {
   const char* why = NULL;
   int status = HVD_ERR_INVALID_ARGUMENT;
-  if (out == NULL) why = "out is NULL";
-  else if (config == NULL) why = "config is NULL";
+  if (out == NULL)
+    why = "out is NULL";
+  else if (config == NULL)
+    why = "config is NULL";
   else if (config->struct_size < sizeof(hvd_comm_config_v1))
     why = "config->struct_size is smaller than sizeof(hvd_comm_config_v1)";
-  else if (config->size < 1) why = "config->size must be at least 1";
+  else if (config->size < 1)
+    why = "config->size must be at least 1";
   else if (config->rank < 0 || config->rank >= config->size)
     why = "config->rank must be in [0, config->size)";
-  else if (config->job_ranks == NULL) why = "config->job_ranks is NULL";
+  else if (config->job_ranks == NULL)
+    why = "config->job_ranks is NULL";
   else if (config->key_prefix == NULL || config->key_prefix[0] == '\0')
     why = "config->key_prefix is NULL or empty";
-  else if (config->timeout_ms <= 0) why = "config->timeout_ms must be positive";
+  else if (config->timeout_ms <= 0)
+    why = "config->timeout_ms must be positive";
   else if (config->device_kind != HVD_DEVICE_CPU) {
     why = "config->device_kind: the example backend serves HVD_DEVICE_CPU only";
     status = HVD_ERR_UNSUPPORTED;
@@ -438,8 +454,8 @@ static int say_hello(hvd_comm* comm) {
   return rc;
 }
 
-static int comm_create(const hvd_comm_config_v1* config, const hvd_store_v1* store,
-                       hvd_comm** out, char* error, size_t error_len) {
+static int comm_create(const hvd_comm_config_v1* config, const hvd_store_v1* store, hvd_comm** out,
+                       char* error, size_t error_len) {
   hvd_comm* comm;
   int rc;
   if (out != NULL) *out = NULL;
@@ -486,15 +502,15 @@ static const char* last_error(const hvd_comm* comm) {
 /* ------------------------------------------------------------------------------------------ */
 
 /* NULL comm has nowhere to keep a message; last_error(NULL) says so. */
-#define REQUIRE_COMM(comm) \
-  do {                     \
+#define REQUIRE_COMM(comm)                               \
+  do {                                                   \
     if ((comm) == NULL) return HVD_ERR_INVALID_ARGUMENT; \
   } while (0)
 
 /* Propagates a failed check or store call. */
-#define TRY(expr)            \
-  do {                       \
-    int rc_ = (expr);        \
+#define TRY(expr)                  \
+  do {                             \
+    int rc_ = (expr);              \
     if (rc_ != HVD_OK) return rc_; \
   } while (0)
 
@@ -510,13 +526,12 @@ static int allreduce(hvd_comm* comm, const void* sendbuf, void* recvbuf, size_t 
   TRY(check_buffer(comm, what, "recvbuf", recvbuf, count, dtype_size(dtype)));
   seq = comm->seq++;
   deadline = now_ms() + comm->timeout_ms;
-  TRY(publish(comm, what, data_key(comm, seq, comm->rank, -1), sendbuf,
-              count * dtype_size(dtype)));
+  TRY(publish(comm, what, data_key(comm, seq, comm->rank, -1), sendbuf, count * dtype_size(dtype)));
   return fold_in_rank_order(comm, what, seq, -1, sendbuf, recvbuf, count, dtype, op, deadline);
 }
 
-static int allgatherv(hvd_comm* comm, const void* sendbuf, void* recvbuf,
-                      const size_t* recvcounts, hvd_dtype dtype) {
+static int allgatherv(hvd_comm* comm, const void* sendbuf, void* recvbuf, const size_t* recvcounts,
+                      hvd_dtype dtype) {
   static const char* what = "allgatherv";
   size_t elem, total, offset = 0;
   uint64_t seq;
@@ -588,16 +603,17 @@ static int alltoallv(hvd_comm* comm, const void* sendbuf, const size_t* sendcoun
   TRY(check_buffer(comm, what, "recvbuf", recvbuf, recv_total, elem));
   if (sendcounts[comm->rank] != recvcounts[comm->rank])
     return fail(comm, HVD_ERR_INVALID_ARGUMENT,
-                "%s: sendcounts[%d] = %zu but recvcounts[%d] = %zu (this member's own block)",
-                what, (int)comm->rank, sendcounts[comm->rank], (int)comm->rank,
-                recvcounts[comm->rank]);
+                "%s: sendcounts[%d] = %zu but recvcounts[%d] = %zu (this member's own block)", what,
+                (int)comm->rank, sendcounts[comm->rank], (int)comm->rank, recvcounts[comm->rank]);
   seq = comm->seq++;
   deadline = now_ms() + comm->timeout_ms;
   /* Each destination gets its own key, so nobody reads blocks meant for somebody else. */
   for (peer = 0; peer < comm->size; ++peer) {
-    if (peer == comm->rank) own_send_off = send_off;
-    else TRY(publish(comm, what, data_key(comm, seq, comm->rank, peer),
-                     (const char*)sendbuf + send_off, sendcounts[peer] * elem));
+    if (peer == comm->rank)
+      own_send_off = send_off;
+    else
+      TRY(publish(comm, what, data_key(comm, seq, comm->rank, peer),
+                  (const char*)sendbuf + send_off, sendcounts[peer] * elem));
     send_off += sendcounts[peer] * elem;
   }
   for (peer = 0; peer < comm->rank; ++peer) own_recv_off += recvcounts[peer] * elem;
@@ -607,8 +623,7 @@ static int alltoallv(hvd_comm* comm, const void* sendbuf, const size_t* sendcoun
     size_t bytes = recvcounts[peer] * elem;
     if (peer != comm->rank) {
       void* value;
-      TRY(fetch(comm, what, data_key(comm, seq, peer, comm->rank), peer, bytes, deadline,
-                &value));
+      TRY(fetch(comm, what, data_key(comm, seq, peer, comm->rank), peer, bytes, deadline, &value));
       move_bytes((char*)recvbuf + recv_off, value, bytes);
       release_value(comm, value);
     }
@@ -635,13 +650,15 @@ static int reducescatter(hvd_comm* comm, const void* sendbuf, void* recvbuf,
   deadline = now_ms() + comm->timeout_ms;
   /* Block `dst` of our sendbuf goes to member dst only. */
   for (dst = 0; dst < comm->size; ++dst) {
-    if (dst == comm->rank) own_offset = offset;
-    else TRY(publish(comm, what, data_key(comm, seq, comm->rank, dst),
-                     (const char*)sendbuf + offset, recvcounts[dst] * elem));
+    if (dst == comm->rank)
+      own_offset = offset;
+    else
+      TRY(publish(comm, what, data_key(comm, seq, comm->rank, dst), (const char*)sendbuf + offset,
+                  recvcounts[dst] * elem));
     offset += recvcounts[dst] * elem;
   }
-  return fold_in_rank_order(comm, what, seq, comm->rank, (const char*)sendbuf + own_offset,
-                            recvbuf, recvcounts[comm->rank], dtype, op, deadline);
+  return fold_in_rank_order(comm, what, seq, comm->rank, (const char*)sendbuf + own_offset, recvbuf,
+                            recvcounts[comm->rank], dtype, op, deadline);
 }
 
 static int barrier(hvd_comm* comm) {

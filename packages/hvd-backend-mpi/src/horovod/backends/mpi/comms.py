@@ -25,7 +25,7 @@ def world_of(comm: Any, env: Mapping[str, str]) -> ExternalWorld:
 
     Collective over ``comm``'s members, as ``init()`` is.
     """
-    from mpi4py import MPI  # type: ignore[import-not-found]  # optional, and not installed where mypy runs
+    from mpi4py import MPI
 
     from horovod.backends.mpi import runtime
 

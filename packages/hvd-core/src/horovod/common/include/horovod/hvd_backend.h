@@ -78,7 +78,7 @@ typedef enum hvd_reduce_op {
 
 /* Capability flags in hvd_backend_v1.capabilities. */
 #define HVD_CAP_SEND_RECV (1ull << 0)       /* send and recv are implemented */
-#define HVD_CAP_IN_PROCESS_ONLY (1ull << 1) /* all ranks must live in one process (test backends) */
+#define HVD_CAP_IN_PROCESS_ONLY (1ull << 1) /* all ranks live in one process (test backends) */
 #define HVD_CAP_LOW_PRECISION (1ull << 2)   /* reduces float16 and bfloat16 natively */
 
 /*
@@ -183,8 +183,8 @@ typedef struct hvd_backend_ext_v1 {
    * back to the engine, which then does the above around `allreduce`. It must decline before
    * communicating, and decide from what every member passes alike (n, the counts, dtype, op,
    * postscale), so that all members take the same path. */
-  int (*allreduce_buffers)(hvd_comm* comm, const hvd_buffer_pair* buffers, size_t n, hvd_dtype dtype,
-                           hvd_reduce_op op, double postscale);
+  int (*allreduce_buffers)(hvd_comm* comm, const hvd_buffer_pair* buffers, size_t n,
+                           hvd_dtype dtype, hvd_reduce_op op, double postscale);
 } hvd_backend_ext_v1;
 
 typedef const hvd_backend_ext_v1* (*hvd_backend_ext_v1_get_fn)(void);

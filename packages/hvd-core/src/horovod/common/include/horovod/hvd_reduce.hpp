@@ -79,7 +79,7 @@ inline uint16_t float_to_bfloat(float f) {
   uint32_t x;
   std::memcpy(&x, &f, sizeof x);
   if ((x & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((x >> 16) | 0x40u);  // quiet NaN
-  x += 0x7FFFu + ((x >> 16) & 1u);                                          // round to nearest even
+  x += 0x7FFFu + ((x >> 16) & 1u);  // round to nearest even
   return (uint16_t)(x >> 16);
 }
 
@@ -87,18 +87,14 @@ inline size_t dtype_size(hvd_dtype dtype) {
   switch (dtype) {
     case HVD_DTYPE_UINT8:
     case HVD_DTYPE_INT8:
-    case HVD_DTYPE_BOOL:
-      return 1;
+    case HVD_DTYPE_BOOL: return 1;
     case HVD_DTYPE_INT16:
     case HVD_DTYPE_FLOAT16:
-    case HVD_DTYPE_BFLOAT16:
-      return 2;
+    case HVD_DTYPE_BFLOAT16: return 2;
     case HVD_DTYPE_INT32:
-    case HVD_DTYPE_FLOAT32:
-      return 4;
+    case HVD_DTYPE_FLOAT32: return 4;
     case HVD_DTYPE_INT64:
-    case HVD_DTYPE_FLOAT64:
-      return 8;
+    case HVD_DTYPE_FLOAT64: return 8;
   }
   return 0;
 }
@@ -260,7 +256,8 @@ inline bool scale(hvd_dtype dtype, void* buf, size_t n, double factor) {
     }
     case HVD_DTYPE_BFLOAT16: {
       uint16_t* p = (uint16_t*)buf;
-      for (size_t i = 0; i < n; ++i) p[i] = float_to_bfloat((float)(bfloat_to_float(p[i]) * factor));
+      for (size_t i = 0; i < n; ++i)
+        p[i] = float_to_bfloat((float)(bfloat_to_float(p[i]) * factor));
       return true;
     }
     case HVD_DTYPE_BOOL: return false;  // scaling a bool has no meaning
