@@ -70,7 +70,9 @@ class Backend:
 
     @property
     def extensions(self) -> list[str]:
-        """The optional functions of hvd_backend_ext_v1 the backend implements (and the engine uses)."""
+        """
+        The optional functions of hvd_backend_ext_v1 the backend implements (and the engine uses).
+        """
 
     @property
     def device_kinds(self) -> int: ...
