@@ -386,3 +386,127 @@ def cpp_tests_hvd_core(session: nox.Session) -> None:
     session.run("cmake", "--build", str(build), "--parallel", str(os.cpu_count() or 1))
     session.chdir(build)
     session.run("ctest", "--output-on-failure", *session.posargs)
+
+
+# Sanitizers: hvd-core and hvd-backend-gloo built with ThreadSanitizer, or with AddressSanitizer and
+# UndefinedBehaviorSanitizer, running the tests where the engine's threads and the shared-memory
+# transport's spin waits meet. The instrumented wheels have a wheelhouse of their own: an
+# environment that took one from the shared wheelhouse could not even import it (the sanitizer's
+# runtime must be preloaded into the uninstrumented interpreter).
+SANITIZE_WHEELHOUSE = ROOT / ".nox" / "wheelhouse-sanitize"
+# The libraries (gcc's) preloaded into every process of the tests: the sanitizer's runtime, which must
+# come first. ASan's also needs libstdc++ loaded when it starts, to find the __cxa_throw it wraps:
+# Python does not link libstdc++, and the engine's first C++ exception would fail ASan's check.
+SANITIZER_PRELOADS = {"thread": ["libtsan.so"], "address": ["libasan.so", "libstdc++.so"]}
+# What runs under them: the engine with N ranks as threads of one process (the in-memory backend:
+# its own tests and the conformance suite); Gloo's shared-memory and TCP transports with members as
+# threads, through the C ABI; the engine on both with ranks as threads; and batches through engine
+# and shared memory with ranks as processes (horovod.run: they inherit the preload and the options).
+SANITIZER_TESTS = {
+    "hvd-core": ["tests/test_engine.py", "tests/test_conformance_inmemory.py"],
+    "hvd-backend-gloo": [
+        "tests/test_shared_memory.py",
+        "tests/test_abi.py",
+        "tests/test_conformance_threads.py",
+        "tests/test_engine_batches.py",
+    ],
+}
+# Tests whose assertions are about timing, which an instrumented build (several times slower) does
+# not keep: they check how work is batched, not whether it is right.
+SANITIZER_DESELECT = [
+    # a burst of 50 submissions must fit in one 200 ms cycle
+    "tests/test_engine_batches.py::test_a_burst_is_negotiated_whole_beside_a_thread_blocked_on_earlier_work",
+]
+# Reports of code outside ours, each with its reason (none of ours is ever suppressed there).
+TSAN_SUPPRESSIONS = ROOT / ".ci" / "tsan.supp"
+
+
+def _sanitizer_options(sanitizer: str, logs: pathlib.Path) -> dict[str, str]:
+    """The runtime options: every report ends the process, and TSan's and ASan's are also kept under
+    `logs`, so that a report fails the session even where a test would let its process's end pass."""
+    if sanitizer == "thread":
+        return {
+            "TSAN_OPTIONS": f"halt_on_error=1 second_deadlock_stack=1 suppressions={TSAN_SUPPRESSIONS} "
+            f"log_path={logs / 'tsan'}"
+        }
+    return {
+        # CPython frees much of what it allocates only at exit, by design: its leaks are not ours.
+        "ASAN_OPTIONS": f"detect_leaks=0 halt_on_error=1 log_path={logs / 'asan'}",
+        "UBSAN_OPTIONS": f"halt_on_error=1 print_stacktrace=1 log_path={logs / 'ubsan'}",
+    }
+
+
+def _build_sanitized(session: nox.Session, sanitizer: str) -> None:
+    """Builds (or reuses, when the sources are unchanged) and installs the instrumented wheels."""
+    house = SANITIZE_WHEELHOUSE / sanitizer
+    house.mkdir(parents=True, exist_ok=True)
+    build_env = {
+        "CMAKE_ARGS": f"-DHVD_SANITIZE={sanitizer}",
+        # With line tables and symbols, so that reports name functions and lines: a Release build of
+        # a nanobind extension is linked stripped, and scikit-build-core strips what it installs.
+        "SKBUILD_CMAKE_BUILD_TYPE": "RelWithDebInfo",
+        "SKBUILD_INSTALL_STRIP": "false",
+    }
+    digest = sanitizer
+    for name in SANITIZER_TESTS:  # hvd-core first: the backend's build needs its headers
+        # The backend is built again when hvd-core changes too (its headers, its CMake helper).
+        digest = hashlib.sha256((digest + _source_digest(PACKAGES[name])).encode()).hexdigest()[:16]
+        stamp = house / f"{name}.digest"
+        wheel_prefix = name.replace("-", "_") + "-"
+        if not (stamp.exists() and stamp.read_text() == digest and any(house.glob(wheel_prefix + "*.whl"))):
+            for old in house.glob(wheel_prefix + "*.whl"):
+                old.unlink()
+            wheel = ["pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(house), str(PACKAGES[name])]
+            session.run(*wheel, env=build_env)
+            stamp.write_text(digest)
+        session.install("--no-deps", "--no-index", "--find-links", str(house), "--force-reinstall", name)
+
+
+@nox.session(python="3.11")
+@nox.parametrize("sanitizer", list(SANITIZER_PRELOADS))
+def sanitize(session: nox.Session, sanitizer: str) -> None:
+    """hvd-core's engine tests and hvd-backend-gloo's shared-memory tests, built with a sanitizer.
+
+    sanitize(sanitizer='thread'): ThreadSanitizer; sanitize(sanitizer='address'): AddressSanitizer
+    with UndefinedBehaviorSanitizer. Any report fails the session, and is printed."""
+    preloads = []
+    for library in SANITIZER_PRELOADS[sanitizer]:
+        path = str(session.run("gcc", f"-print-file-name={library}", silent=True, external=True)).strip()
+        if not pathlib.Path(path).is_absolute():  # gcc answers the bare name when it has no such library
+            session.error(f"gcc has no {library}: install its sanitizer runtimes")
+        preloads.append(path)
+    session.install(*BUILD_TOOLS)
+    # The packages' own third-party dependencies, and hvd-core's test extra (hvd-backend-gloo's would
+    # add torch, which none of these tests needs).
+    requirements = list(_project(PACKAGES["hvd-core"])["optional-dependencies"]["test"])
+    for name in (*SANITIZER_TESTS, "hvd-runner"):
+        dependencies = _project(PACKAGES[name]).get("dependencies", [])
+        requirements += [r for r in dependencies if _requirement_name(r) not in PACKAGES]
+    session.install(*requirements)
+    _build_sanitized(session, sanitizer)
+    build_wheels(session, ["hvd-runner"])  # pure Python: the shared wheelhouse's wheel is the same
+
+    logs = pathlib.Path(session.create_tmp()) / f"{sanitizer}-reports"
+    if logs.exists():
+        for old in logs.iterdir():
+            old.unlink()
+    logs.mkdir(exist_ok=True)
+    env = {
+        "LD_PRELOAD": " ".join(preloads),
+        "HVD_REPO_ROOT": str(ROOT),
+        "OPENBLAS_NUM_THREADS": "1",  # numpy's BLAS threads would only slow the instrumented run
+        **_sanitizer_options(sanitizer, logs),
+    }
+    try:
+        for name, tests in SANITIZER_TESTS.items():
+            session.chdir(PACKAGES[name])
+            # --capture=sys: a report written to the process's stderr stays visible when the report
+            # ends the process (UBSan, which writes no log file when ASan is loaded too).
+            deselect = [f"--deselect={test}" for test in SANITIZER_DESELECT if test.split("::")[0] in tests]
+            session.run("python", "-m", "pytest", *tests, *deselect, "--capture=sys", *session.posargs, env=env)
+    finally:
+        reports = sorted(logs.iterdir())
+        for report in reports:
+            session.log(f"{report.name}:\n{report.read_text(errors='replace')}")
+    if reports:
+        session.error(f"{len(reports)} sanitizer report(s) above (files under {logs})")

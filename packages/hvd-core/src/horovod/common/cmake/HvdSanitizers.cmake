@@ -2,7 +2,9 @@
 # sessions: configure with -DHVD_SANITIZE=thread (ThreadSanitizer) or -DHVD_SANITIZE=address
 # (AddressSanitizer with UndefinedBehaviorSanitizer), then call hvd_enable_sanitizers(<target>) on
 # every native target. A library built this way runs inside Python only with the sanitizer's
-# runtime preloaded (LD_PRELOAD), since the interpreter itself is not instrumented.
+# runtime preloaded (LD_PRELOAD), since the interpreter itself is not instrumented; the `sanitize`
+# nox session shows how. Build such variants as RelWithDebInfo: a Release build of a nanobind
+# extension is linked stripped, and its reports could name no function.
 include_guard(GLOBAL)
 
 set(HVD_SANITIZE "" CACHE STRING "Build with a sanitizer: empty, 'thread', or 'address' (with undefined)")
