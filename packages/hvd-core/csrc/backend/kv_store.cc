@@ -30,13 +30,9 @@ void StoreRelease(void*, void* value) { std::free(value); }
 
 }  // namespace
 
-const hvd_store_v1* KVStore::c_store() {
-  c_store_.ctx = this;
-  c_store_.set = StoreSet;
-  c_store_.get = StoreGet;
-  c_store_.release = StoreRelease;
-  return &c_store_;
-}
+// Filled once: engines sharing a store (test-kit ranks, process sets) hand it to backends from
+// several threads, which read it while another engine connects.
+KVStore::KVStore() : c_store_{this, StoreSet, StoreGet, StoreRelease} {}
 
 Status InMemoryStore::Set(const std::string& key, const std::vector<uint8_t>& value) {
   {

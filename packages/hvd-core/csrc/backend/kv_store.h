@@ -16,16 +16,19 @@ namespace hvdcore {
 
 class KVStore {
  public:
+  KVStore();
+  KVStore(const KVStore&) = delete;  // the C view points at this object
+  KVStore& operator=(const KVStore&) = delete;
   virtual ~KVStore() = default;
   virtual Status Set(const std::string& key, const std::vector<uint8_t>& value) = 0;
   // Blocks until the key exists; kAborted with a timeout message after timeout_ms.
   virtual Status Get(const std::string& key, int64_t timeout_ms, std::vector<uint8_t>* value) = 0;
 
   // The C view of this store, valid while the store lives.
-  const hvd_store_v1* c_store();
+  const hvd_store_v1* c_store() const { return &c_store_; }
 
  private:
-  hvd_store_v1 c_store_{};
+  const hvd_store_v1 c_store_;
 };
 
 // All ranks in one process (tests, the in-memory backend): a map guarded by a mutex.

@@ -28,6 +28,12 @@ size_t ResponseBytes(const Response& r) {
   return (size_t)n * hvd::dtype_size(r.dtype);
 }
 
+// Inline data is reduced where it lies in the gathered records, so every part starts on a multiple
+// of the widest element (8 bytes): records, their inline area and each part are padded to it.
+constexpr size_t kInlineAlign = 8;
+inline size_t AlignUp(size_t bytes) { return (bytes + kInlineAlign - 1) & ~(kInlineAlign - 1); }
+inline size_t InlineSpan(const Response& r) { return AlignUp(ResponseBytes(r)); }
+
 }  // namespace
 
 Request Controller::MakeRequest(const ProcessSet& ps, const TensorEntry& e, bool invalidate) const {
@@ -88,8 +94,8 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
   // Step 1: this member's record. Its size depends only on state every member shares.
   const int32_t slots = ps.cache.num_slots();
   const size_t bitmap = ((size_t)slots + 7) / 8;
-  const size_t inline_at = kBitmapsAt + 2 * bitmap;
-  const size_t record_size = inline_at + (size_t)inline_bytes_;
+  const size_t inline_at = AlignUp(kBitmapsAt + 2 * bitmap);
+  const size_t record_size = inline_at + AlignUp((size_t)inline_bytes_);
   std::vector<uint8_t> record(record_size, 0);
   record[kFlagsAt] =
       (uint8_t)((stop != StopWish::kNone ? kShutdown : 0) | (stop == StopWish::kStopFailed ? kFailed : 0) |
@@ -103,12 +109,12 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
     SetBit(&record[kBitmapsAt], hit.first);
     const Response& r = ps.cache.Get(hit.first);
     size_t bytes = ResponseBytes(r);
-    if (r.type == OpType::kAllreduce && inline_used + bytes <= (size_t)inline_bytes_) {
+    if (r.type == OpType::kAllreduce && inline_used + AlignUp(bytes) <= (size_t)inline_bytes_) {
       uint8_t* dst = &record[inline_at + inline_used];
       if (bytes) std::memcpy(dst, hit.second->input.data, bytes);
       if (r.prescale != 1.0) hvd::scale(r.dtype, dst, bytes / hvd::dtype_size(r.dtype), r.prescale);
       SetBit(&record[kBitmapsAt + bitmap], hit.first);
-      inline_used += bytes;
+      inline_used += AlignUp(bytes);
     }
   }
   out->records.resize(record_size * (size_t)n);
@@ -150,7 +156,7 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
       // The root has joined: the coordinator must report it. Every rank drops the entry (the
       // decision uses only gathered records), so the holders renegotiate it next cycle.
       for (int32_t m = 0; m < n; ++m)
-        if (GetBit(rec(m) + kBitmapsAt + bitmap, s)) inline_offset[m] += ResponseBytes(r);
+        if (GetBit(rec(m) + kBitmapsAt + bitmap, s)) inline_offset[m] += InlineSpan(r);
       ps.cache.Erase(s);
       continue;
     }
@@ -159,7 +165,7 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
     for (int32_t m = 0; m < n; ++m) {
       if (!GetBit(rec(m) + kBitmapsAt + bitmap, s)) continue;
       if (!reduction.parts.empty()) reduction.parts[m] = rec(m) + inline_at + inline_offset[m];
-      inline_offset[m] += ResponseBytes(r);
+      inline_offset[m] += InlineSpan(r);
     }
     if (!someone || !everyone) continue;
     ps.cache.Touch(s);

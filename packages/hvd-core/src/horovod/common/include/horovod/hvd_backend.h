@@ -50,7 +50,17 @@ typedef enum hvd_status {
   HVD_ERR_INTERNAL = 5          /* anything else */
 } hvd_status;
 
-typedef enum hvd_dtype {
+/* In C++, the enums a caller passes through the ABI get C's underlying type (unsigned int, as GCC
+ * and Clang give C enums without negative values; the layout is unchanged): a C caller may pass any
+ * value, and loading an out-of-range value into an enum without a fixed type is undefined in C++,
+ * before a backend could refuse it. */
+#ifdef __cplusplus
+#define HVD_ENUM_BASE : unsigned int
+#else
+#define HVD_ENUM_BASE
+#endif
+
+typedef enum hvd_dtype HVD_ENUM_BASE {
   HVD_DTYPE_UINT8 = 0,
   HVD_DTYPE_INT8 = 1,
   HVD_DTYPE_INT16 = 2,
@@ -65,7 +75,7 @@ typedef enum hvd_dtype {
 #define HVD_DTYPE_COUNT 10
 
 /* Average is not a backend op: the engine sums and scales. Adasum is an engine algorithm. */
-typedef enum hvd_reduce_op {
+typedef enum hvd_reduce_op HVD_ENUM_BASE {
   HVD_REDUCE_SUM = 0,
   HVD_REDUCE_MIN = 1,
   HVD_REDUCE_MAX = 2,
