@@ -58,6 +58,8 @@ from horovod.common.collectives import (
 )
 from horovod.common.dtypes import CODES as DTYPE_CODES
 from horovod.common.exceptions import CollectiveMismatchError, HorovodInternalError, HostsUpdatedInterrupt
+from horovod.common.objects import allgather_object, broadcast_object
+from horovod.common.ops import NumpyAdapter
 from horovod.common.process_sets import (
     ProcessSet,
     add_process_set,
@@ -67,8 +69,9 @@ from horovod.common.process_sets import (
 )
 
 #: The version of this API: the major changes when a name is removed or changes meaning, the minor
-#: when names are added.
-API_VERSION = (1, 0)
+#: when names are added (1.1: ``NumpyAdapter``, for frameworks whose tensors cross as numpy arrays;
+#: ``broadcast_object`` and ``allgather_object``, written once for every framework).
+API_VERSION = (1, 1)
 
 #: Device kinds a tensor adapter reports in ``describe`` (``DTYPE_CODES`` maps dtype names, such as
 #: ``"float32"`` or ``"bfloat16"``, to the engine's dtype codes).
@@ -136,13 +139,16 @@ __all__ = [
     "HostsUpdatedInterrupt",
     "Max",
     "Min",
+    "NumpyAdapter",
     "ProcessSet",
     "Product",
     "Sum",
     "TensorAdapter",
     "add_process_set",
+    "allgather_object",
     "auto_name",
     "barrier",
+    "broadcast_object",
     "ccl_built",
     "combine",
     "cross_rank",

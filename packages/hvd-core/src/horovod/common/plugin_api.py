@@ -21,13 +21,15 @@ from __future__ import annotations
 from horovod.common.backend_library import find_backend_library
 from horovod.common.config import failure_report_key
 from horovod.common.hookspecs import hookimpl
+from horovod.common.lazy_module import lazy_exports
 from horovod.common.plugins import PluginError, PluginInfo, get_plugin_manager
 from horovod.common.registry import BackendSpec, FrameworkSpec, LibraryLocator, RendezvousStore
 from horovod.common.world import ExternalWorld, Topology
 
 #: The version of this API: the major changes when a name is removed or changes meaning (never
-#: within hvd-core 0.x releases that share a minor), the minor when names are added.
-API_VERSION = (1, 0)
+#: within hvd-core 0.x releases that share a minor), the minor when names are added (1.1:
+#: ``lazy_exports``, for framework packages whose ``__init__`` must not import the framework).
+API_VERSION = (1, 1)
 
 __all__ = [
     "API_VERSION",
@@ -43,4 +45,5 @@ __all__ = [
     "find_backend_library",
     "get_plugin_manager",
     "hookimpl",
+    "lazy_exports",
 ]

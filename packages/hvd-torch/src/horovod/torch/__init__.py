@@ -6,9 +6,9 @@ without importing torch; ``hvd.init``, ``hvd.allreduce`` and the rest behave as 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from horovod.common.plugin_api import lazy_exports
 from horovod.torch.version import __version__
 
 # For type checkers: the names _EXPORTS loads lazily, with their types (keep the two lists alike).
@@ -107,34 +107,14 @@ _EXPORTS = {
     "optimizer": "DistributedOptimizer",
     "sync_batch_norm": "SyncBatchNorm",
 }
-_WHERE = {name: module for module, names in _EXPORTS.items() for name in names.split()}
-_SUBMODULES = {"adapter", "compression", "functions", "handles", "mpi_ops", "objects", "optimizer", "sync_batch_norm"}
+_SUBMODULES = ("adapter", "compression", "functions", "handles", "mpi_ops", "objects", "optimizer", "sync_batch_norm")
 
-__all__ = ["__version__", *_WHERE]
-
-
-def _import(module: str) -> Any:
-    try:
-        return importlib.import_module(f"horovod.torch.{module}")
-    except ModuleNotFoundError as error:
-        if error.name == "torch":
-            raise ImportError(
-                "horovod.torch needs PyTorch, which is not installed: install the torch build for your "
-                "platform (see pytorch.org), e.g. pip install torch"
-            ) from error
-        raise
-
-
-def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
-        return _import(name)
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'horovod.torch' has no attribute {name!r}")
-    value = getattr(_import(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*__all__, *_SUBMODULES})
+__getattr__, __dir__, _names = lazy_exports(
+    "horovod.torch",
+    globals(),
+    _EXPORTS,
+    _SUBMODULES,
+    framework="torch",
+    install_hint="install the torch build for your platform (see pytorch.org), e.g. pip install torch",
+)
+__all__ = ["__version__", *_names]

@@ -1,0 +1,163 @@
+"""DistributedGradientTape and PartialDistributedGradientTape (TensorFlow 2 training).
+
+The distributed tape is a ``tf.GradientTape`` (code that checks the type keeps working) that leaves
+recording to the tape it wraps: ``gradient()`` asks the wrapped tape and averages the result over
+the ranks, all gradients in one reduction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import tensorflow as tf
+from horovod.common import framework_api as api
+from horovod.common.framework_api import Average, ProcessSet, global_process_set
+from horovod.tensorflow.compression import Compression
+from horovod.tensorflow.gradients import GradientReducer
+
+
+class _DistributedGradientTape(tf.GradientTape):  # type: ignore[misc]  # (TensorFlow ships no type information)
+    # Not initialised as a tape of its own on purpose: recording, watching and resetting are the
+    # wrapped tape's, whichever of the two objects the user calls them on.
+    def __init__(self, tape: tf.GradientTape, reducer: GradientReducer, scale_local_gradients: bool) -> None:
+        self._wrapped = tape
+        self._reducer = reducer
+        self._local_sources: set[Any] = set()
+        self._scale_local_gradients = scale_local_gradients
+
+    def __enter__(self) -> _DistributedGradientTape:
+        self._wrapped.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._wrapped.__exit__(*exc)
+
+    def watch(self, tensor: Any) -> None:
+        self._wrapped.watch(tensor)
+
+    def stop_recording(self) -> Any:
+        return self._wrapped.stop_recording()
+
+    def reset(self) -> None:
+        self._wrapped.reset()
+
+    def watched_variables(self) -> Any:
+        return self._wrapped.watched_variables()
+
+    def jacobian(self, *args: Any, **kwargs: Any) -> Any:
+        return self._wrapped.jacobian(*args, **kwargs)
+
+    def batch_jacobian(self, *args: Any, **kwargs: Any) -> Any:
+        return self._wrapped.batch_jacobian(*args, **kwargs)
+
+    def register_local_source(self, source: Any) -> None:
+        """Keeps ``source``'s gradient local (not reduced over the ranks)."""
+        self._local_sources.add(source.ref())
+
+    def register_local_sources(self, sources: Iterable[Any]) -> None:
+        for source in sources:
+            self.register_local_source(source)
+
+    def gradient(
+        self,
+        target: Any,
+        sources: Any,
+        output_gradients: Any = None,
+        unconnected_gradients: Any = tf.UnconnectedGradients.NONE,
+    ) -> Any:
+        gradients = self._wrapped.gradient(target, sources, output_gradients, unconnected_gradients)
+        flat_sources = tf.nest.flatten(sources)
+        flat_gradients = tf.nest.flatten(gradients, expand_composites=False)
+        local = [self._is_local(s) for s in flat_sources]
+        shared = [i for i, is_local in enumerate(local) if not is_local]
+        reduced = self._reducer.reduce([flat_gradients[i] for i in shared], [flat_sources[i] for i in shared])
+        results = list(flat_gradients)
+        for i, r in zip(shared, reduced, strict=True):
+            results[i] = r
+        if self._scale_local_gradients and any(local):
+            # Local gradients are scaled as averaged ones are, so that a learning rate tuned for
+            # the shared weights suits the local ones too (Horovod's default).
+            size = api.set_size(self._reducer.process_set)
+            for i, is_local in enumerate(local):
+                if is_local and results[i] is not None:
+                    results[i] = _scaled(results[i], 1.0 / size)
+        return tf.nest.pack_sequence_as(gradients, results)
+
+    def _is_local(self, source: Any) -> bool:
+        return bool(self._local_sources) and hasattr(source, "ref") and source.ref() in self._local_sources
+
+
+def _scaled(gradient: Any, factor: float) -> Any:
+    if isinstance(gradient, tf.IndexedSlices):
+        return tf.IndexedSlices(gradient.values * factor, gradient.indices, gradient.dense_shape)
+    return gradient * tf.cast(factor, gradient.dtype)
+
+
+def DistributedGradientTape(  # noqa: N802  (Horovod's name for this factory)
+    gradtape: tf.GradientTape,
+    device_dense: str = "",
+    device_sparse: str = "",
+    compression: Any = Compression.none,
+    sparse_as_dense: bool = False,
+    op: int = Average,
+    gradient_predivide_factor: float = 1.0,
+    num_groups: int = 0,
+    groups: Any = None,
+    process_set: ProcessSet = global_process_set,
+    scale_local_gradients: bool = True,
+) -> _DistributedGradientTape:
+    """A tape whose ``gradient()`` returns gradients averaged (``op``) over the ranks.
+
+    ``groups``: an integer (that many groups of gradients, each reduced as one unit) or lists of
+    variables reduced together; ``gradient_predivide_factor`` splits the average into a division
+    before the sum and one after it. ``device_dense``/``device_sparse`` are accepted as Horovod
+    takes them.
+    """
+    reducer = GradientReducer(
+        "DistributedGradientTape",
+        compression,
+        sparse_as_dense,
+        op,
+        gradient_predivide_factor,
+        num_groups,
+        groups,
+        process_set,
+    )
+    return _DistributedGradientTape(gradtape, reducer, scale_local_gradients)
+
+
+def PartialDistributedGradientTape(  # noqa: N802  (Horovod's name for this factory)
+    gradtape: tf.GradientTape,
+    device_dense: str = "",
+    device_sparse: str = "",
+    compression: Any = Compression.none,
+    sparse_as_dense: bool = False,
+    op: int = Average,
+    gradient_predivide_factor: float = 1.0,
+    local_layers: Any = None,
+    groups: Any = None,
+    process_set: ProcessSet = global_process_set,
+    scale_local_gradients: bool = True,
+) -> _DistributedGradientTape:
+    """A DistributedGradientTape whose ``local_layers`` (a Keras layer or a list of them) keep
+    their gradients local: they are not reduced, only scaled by 1/size unless
+    ``scale_local_gradients=False``."""
+    tape = DistributedGradientTape(
+        gradtape,
+        device_dense,
+        device_sparse,
+        compression,
+        sparse_as_dense,
+        op,
+        gradient_predivide_factor,
+        groups=groups,
+        process_set=process_set,
+        scale_local_gradients=scale_local_gradients,
+    )
+    layers = [] if local_layers is None else local_layers if isinstance(local_layers, (list, tuple)) else [local_layers]
+    for layer in layers:
+        if not hasattr(layer, "trainable_weights"):
+            raise ValueError(f"local_layers must be Keras layers, got {type(layer).__name__}")
+        tape.register_local_sources(layer.trainable_weights)
+    return tape

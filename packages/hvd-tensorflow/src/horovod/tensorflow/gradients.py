@@ -1,0 +1,122 @@
+"""Averaging gradients over ranks: what DistributedGradientTape and DistributedOptimizer share.
+
+One reducer call hands every gradient of a step to the engine in one submit (one op inside a
+graph), so the engine fuses them and no two ranks can wait on different gradients first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import tensorflow as tf
+from horovod.common import framework_api as api
+from horovod.common.framework_api import Average, ProcessSet, Sum
+from horovod.tensorflow import collectives, mpi_ops
+from horovod.tensorflow.compression import Compression
+
+
+def split_list(items: Sequence[Any], parts: int) -> list[list[Any]]:
+    """``items`` in ``parts`` consecutive pieces of nearly equal length (Horovod's grouping)."""
+    size, extra = divmod(len(items), parts)
+    pieces, start = [], 0
+    for i in range(parts):
+        end = start + size + (1 if i < extra else 0)
+        pieces.append(list(items[start:end]))
+        start = end
+    return [p for p in pieces if p]
+
+
+class GradientReducer:
+    """Reduces a step's gradients with Horovod's options (validated once, when it is made)."""
+
+    def __init__(
+        self,
+        prefix: str,
+        compression: Any = Compression.none,
+        sparse_as_dense: bool = False,
+        op: int = Average,
+        gradient_predivide_factor: float = 1.0,
+        num_groups: int = 0,
+        groups: Any = None,
+        process_set: ProcessSet | None = None,
+    ) -> None:
+        mpi_ops.check_op(op, "DistributedOptimizer / DistributedGradientTape")
+        if gradient_predivide_factor != 1.0 and op != Average:
+            raise ValueError("gradient_predivide_factor is only supported with op=hvd.Average")
+        if groups is not None:
+            if num_groups:
+                raise ValueError("give either num_groups or groups, not both")
+            if isinstance(groups, int):
+                num_groups, groups = groups, None
+            elif not (isinstance(groups, list) and all(isinstance(g, list) for g in groups)):
+                raise ValueError("groups must be a non-negative integer or a list of lists of tf.Variable")
+        if num_groups < 0:
+            raise ValueError(f"num_groups must be a non-negative integer, got {num_groups}")
+        self.prefix = prefix
+        self.compression = compression
+        self.sparse_as_dense = sparse_as_dense
+        self.op = op
+        self.predivide = float(gradient_predivide_factor)
+        self.num_groups = num_groups
+        self.variable_groups: list[list[Any]] | None = groups
+        self.process_set = process_set if process_set is not None else api.global_process_set
+
+    def _names(self, count: int) -> list[str]:
+        base = mpi_ops.step_name(self.prefix)
+        return [f"{base}.{i}" for i in range(count)]
+
+    def _index_groups(self, dense: list[int], variables: Sequence[Any] | None) -> list[list[int]]:
+        """Positions (into ``dense``) of the gradients that go together as one engine group."""
+        if self.num_groups:
+            return split_list(list(range(len(dense))), self.num_groups)
+        if self.variable_groups is None or variables is None:
+            return []
+        group_of = {}
+        for g, members in enumerate(self.variable_groups):
+            for var in members:
+                group_of[var.ref()] = g
+        by_group: dict[int, list[int]] = {}
+        for position, index in enumerate(dense):
+            g = group_of.get(variables[index].ref()) if variables[index] is not None else None
+            if g is not None:
+                by_group.setdefault(g, []).append(position)
+        return list(by_group.values())
+
+    def reduce(self, gradients: Sequence[Any], variables: Sequence[Any] | None = None) -> list[Any]:
+        """Every gradient reduced over the process set (None stays None)."""
+        gradients = list(gradients)
+        if api.set_size(self.process_set) == 1 and self.predivide == 1.0:
+            return gradients
+        names = self._names(len(gradients))
+        op, pre, post = self.op, 1.0, 1.0
+        if self.predivide != 1.0:  # split the average: 1/f before the sum, f/size after it
+            op, pre, post = Sum, 1.0 / self.predivide, self.predivide / api.set_size(self.process_set)
+        results: list[Any] = list(gradients)
+        dense: list[int] = []
+        compressed, contexts = [], []
+        for i, grad in enumerate(gradients):
+            if grad is None:
+                continue
+            if isinstance(grad, tf.IndexedSlices):
+                if not self.sparse_as_dense:
+                    results[i] = collectives.sparse_allreduce(grad, names[i], self.op, self.process_set)
+                    continue
+                grad = tf.convert_to_tensor(grad)
+            tensor, ctx = self.compression.compress(tf.convert_to_tensor(grad))
+            dense.append(i)
+            compressed.append(tensor)
+            contexts.append(ctx)
+        if dense:
+            reduced = mpi_ops.raw_allreduce(
+                compressed,
+                [names[i] for i in dense],
+                op,
+                pre,
+                post,
+                self.process_set,
+                groups=self._index_groups(dense, variables),
+            )
+            for i, r, ctx in zip(dense, reduced, contexts, strict=True):
+                results[i] = self.compression.decompress(r, ctx)
+        return results

@@ -1,0 +1,464 @@
+"""Horovod's TensorFlow collectives, with the gradients Horovod defines.
+
+Every collective runs through :mod:`horovod.tensorflow.bridge` (eagerly, or as a submit op and a
+wait op inside graphs) on hvd-core's numpy collectives. The differentiable forms use
+``tf.custom_gradient``, so ``tf.GradientTape`` and ``tf.gradients`` see Horovod's gradients:
+allreduce -> the same allreduce of the gradient; allgather -> Average allreduce of the gradient,
+then this rank's rows; broadcast -> Average allreduce of the gradient on the root, zeros elsewhere;
+alltoall -> alltoall back with the received splits; reducescatter -> allgather of the gradient
+(times the set's size for Sum, times the scale factors).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+from horovod.common import framework_api as api
+from horovod.common.framework_api import (
+    Adasum,
+    Average,
+    Collectives,
+    NumpyAdapter,
+    ProcessSet,
+    Sum,
+    global_process_set,
+    handle_average_backwards_compatibility,
+    synchronize,
+)
+from horovod.tensorflow import bridge
+
+#: hvd-core's collectives on numpy arrays: what TensorFlow tensors cross as.
+numpy_collectives = Collectives(NumpyAdapter())
+
+
+def _normalize_name(name: str) -> str:
+    """A name as TensorFlow allows it in op names (Horovod's rule)."""
+    return re.sub("[^a-zA-Z0-9_]", "_", name)
+
+
+def engine_name(kind: str, name: str | None, ignore_name_scope: bool = False) -> str:
+    """The engine's name for a collective: ``name`` inside the current name scope (unless
+    ``ignore_name_scope``), or an automatic one. Inside graphs it is chosen while the graph is
+    built, so every run of a tf.function reuses it (and the engine's response cache hits)."""
+    if name is None:
+        return api.auto_name(kind)
+    scope = tf.get_current_name_scope() if bridge.in_graph() and not ignore_name_scope else ""
+    return f"{scope}/{name}" if scope else name
+
+
+def step_name(prefix: str) -> str:
+    """A name for a collective that runs every training step from the same place (gradients,
+    batch statistics). Eagerly it completes before the step goes on, so each step reuses the
+    last step's name and the engine's response cache hits; in a graph it is fixed when the graph
+    is built, numbered so that two such places in one graph never share it."""
+    return api.auto_name(prefix) if bridge.in_graph() else prefix
+
+
+def check_op(op: int, what: str) -> None:
+    if op == Adasum:
+        raise NotImplementedError(f"op=hvd.Adasum is not supported by hvd yet ({what}); use hvd.Average or hvd.Sum")
+
+
+def _leading_unknown(shape: tf.TensorShape) -> tf.TensorShape | None:
+    """The static shape of a result whose first dimension depends on the other ranks."""
+    if shape.rank is None:
+        return None
+    return tf.TensorShape([None]).concatenate(shape[1:]) if shape.rank else shape
+
+
+def _set_size(process_set: ProcessSet) -> int:
+    return api.set_size(process_set)
+
+
+# --- the raw collectives (no gradients): lists in, lists out ----------------------------------------
+
+
+def raw_allreduce(
+    tensors: Sequence[tf.Tensor],
+    names: Sequence[str],
+    op: int,
+    prescale_factor: float,
+    postscale_factor: float,
+    process_set: ProcessSet,
+    group: bool = False,
+    groups: Sequence[Sequence[int]] = (),
+) -> list[tf.Tensor]:
+    """Allreduces ``tensors`` in one call (one submit op in a graph), each under its name.
+
+    ``group``: all of them as one engine group (negotiated and run together); ``groups``: lists of
+    indices each submitted as one group (the rest individually). Individual allreduces are fused
+    by the engine as usual.
+    """
+    check_op(op, "allreduce")
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    if not tensors:
+        return []
+    grouped = [list(range(len(tensors)))] if group else [list(g) for g in groups]
+    in_group = {i for g in grouped for i in g}
+    pre, post = float(prescale_factor), float(postscale_factor)
+
+    def submit(arrays: list[np.ndarray]) -> list[int]:
+        handles: list[int] = [0] * len(arrays)
+        for indices in grouped:
+            parts = numpy_collectives.grouped_allreduce_async(
+                [arrays[i] for i in indices],
+                name=names[indices[0]],
+                op=op,
+                prescale_factor=pre,
+                postscale_factor=post,
+                process_set=process_set,
+            )
+            for i, h in zip(indices, parts, strict=True):
+                handles[i] = h
+        for i, array in enumerate(arrays):
+            if i not in in_group:
+                handles[i] = numpy_collectives.submit_allreduce(array, names[i], op, pre, post, process_set)
+        return handles
+
+    return bridge.run(
+        tensors, submit, list, [t.dtype for t in tensors], [t.shape for t in tensors], names[0] if names else "ar"
+    )
+
+
+def raw_allgather(tensors: Sequence[tf.Tensor], names: Sequence[str], process_set: ProcessSet) -> list[tf.Tensor]:
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+
+    def submit(arrays: list[np.ndarray]) -> list[int]:
+        return [
+            numpy_collectives.allgather_async(a, name=n, process_set=process_set)
+            for a, n in zip(arrays, names, strict=True)
+        ]
+
+    shapes = [_leading_unknown(t.shape) for t in tensors]
+    return bridge.run(tensors, submit, list, [t.dtype for t in tensors], shapes, names[0])
+
+
+def raw_broadcast(
+    tensors: Sequence[tf.Tensor], names: Sequence[str], root_rank: int, process_set: ProcessSet
+) -> list[tf.Tensor]:
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+
+    def submit(arrays: list[np.ndarray]) -> list[int]:
+        return [
+            numpy_collectives.broadcast_async(a, root_rank, name=n, process_set=process_set)
+            for a, n in zip(arrays, names, strict=True)
+        ]
+
+    return bridge.run(tensors, submit, list, [t.dtype for t in tensors], [t.shape for t in tensors], names[0])
+
+
+def raw_reducescatter(
+    tensors: Sequence[tf.Tensor],
+    names: Sequence[str],
+    op: int,
+    prescale_factor: float,
+    postscale_factor: float,
+    process_set: ProcessSet,
+    group: bool,
+) -> list[tf.Tensor]:
+    if op not in (Average, Sum):
+        raise ValueError(f"reducescatter supports op=hvd.Average and op=hvd.Sum, got op={op}")
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    pre, post = float(prescale_factor), float(postscale_factor)
+
+    def submit(arrays: list[np.ndarray]) -> list[int]:
+        if group:
+            return numpy_collectives.grouped_reducescatter_async(arrays, names[0], op, process_set, pre, post)
+        return [
+            numpy_collectives.reducescatter_async(a, n, op, process_set, pre, post)
+            for a, n in zip(arrays, names, strict=True)
+        ]
+
+    shapes = [_leading_unknown(t.shape) for t in tensors]
+    return bridge.run(tensors, submit, list, [t.dtype for t in tensors], shapes, names[0])
+
+
+def raw_alltoall(
+    tensor: tf.Tensor, splits: tf.Tensor | None, name: str, process_set: ProcessSet
+) -> tuple[tf.Tensor, tf.Tensor]:
+    tensor = tf.convert_to_tensor(tensor)
+    inputs = [tensor] if splits is None else [tensor, tf.cast(tf.convert_to_tensor(splits), tf.int32)]
+
+    def submit(arrays: list[np.ndarray]) -> list[int]:
+        split_list = None if len(arrays) == 1 else [int(s) for s in arrays[1].reshape(-1)]
+        return [numpy_collectives.alltoall_async(arrays[0], split_list, name=name, process_set=process_set)]
+
+    def finish(results: list[Any]) -> list[np.ndarray]:
+        received, received_splits = results[0]
+        return [received, np.asarray(received_splits, dtype=np.int32)]
+
+    size = process_set.size() if process_set.process_set_id else None
+    out = bridge.run(
+        inputs,
+        submit,
+        finish,
+        [tensor.dtype, tf.int32],
+        [_leading_unknown(tensor.shape), tf.TensorShape([size])],
+        name,
+    )
+    return out[0], out[1]
+
+
+# --- the differentiable collectives --------------------------------------------------------------
+
+
+def _differentiable(forward: Callable[[tf.Tensor], tf.Tensor], backward: Callable[[tf.Tensor], tf.Tensor]) -> Any:
+    @tf.custom_gradient  # type: ignore[untyped-decorator]  # (TensorFlow ships no type information)
+    def fn(x: tf.Tensor) -> Any:
+        return forward(x), backward
+
+    return fn
+
+
+def allreduce_tensor(
+    tensor: tf.Tensor,
+    name: str,
+    op: int,
+    prescale_factor: float,
+    postscale_factor: float,
+    process_set: ProcessSet,
+) -> tf.Tensor:
+    """One differentiable allreduce (the gradient: the same allreduce of the incoming gradient)."""
+
+    def forward(x: tf.Tensor) -> tf.Tensor:
+        return raw_allreduce([x], [name], op, prescale_factor, postscale_factor, process_set)[0]
+
+    def backward(dy: tf.Tensor) -> tf.Tensor:
+        grad_name = engine_name("allreduce.grad", None)
+        return raw_allreduce([dy], [grad_name], op, prescale_factor, postscale_factor, process_set)[0]
+
+    return _differentiable(forward, backward)(tensor)
+
+
+def _grouped_differentiable(forward: Callable[[list[tf.Tensor]], list[tf.Tensor]], backward: Any) -> Any:
+    @tf.custom_gradient  # type: ignore[untyped-decorator]  # (TensorFlow ships no type information)
+    def fn(*xs: tf.Tensor) -> Any:
+        def grad(*dys: tf.Tensor) -> list[tf.Tensor]:
+            return list(backward(list(dys), list(xs)))
+
+        return forward(list(xs)), grad
+
+    return fn
+
+
+def grouped_allreduce_tensors(
+    tensors: Sequence[tf.Tensor],
+    name: str,
+    op: int,
+    prescale_factor: float,
+    postscale_factor: float,
+    process_set: ProcessSet,
+) -> list[tf.Tensor]:
+    """Differentiable allreduce of a list as one engine group."""
+    names = [f"{name}.{i}" for i in range(len(tensors))]
+
+    def forward(xs: list[tf.Tensor]) -> list[tf.Tensor]:
+        return raw_allreduce(xs, names, op, prescale_factor, postscale_factor, process_set, group=True)
+
+    def backward(dys: list[tf.Tensor], xs: list[tf.Tensor]) -> list[tf.Tensor]:
+        base = engine_name("grouped_allreduce.grad", None)
+        dys = [tf.zeros_like(x) if d is None else tf.cast(d, x.dtype) for d, x in zip(dys, xs, strict=True)]
+        grad_names = [f"{base}.{i}" for i in range(len(dys))]
+        return raw_allreduce(dys, grad_names, op, prescale_factor, postscale_factor, process_set, group=True)
+
+    return list(_grouped_differentiable(forward, backward)(*tensors))
+
+
+def _my_rows(gathered: tf.Tensor, x: tf.Tensor, name: str, process_set: ProcessSet) -> tf.Tensor:
+    """This rank's rows of an allgather's result: every rank's first dimension is allgathered."""
+    first = tf.reshape(tf.shape(x, out_type=tf.int64)[0], [1])
+    counts = raw_allgather([first], [f"{name}.rows"], process_set)[0]
+    position = api.set_rank(process_set)
+    start = tf.reduce_sum(counts[:position])
+    return gathered[start : start + counts[position]]
+
+
+def allgather_tensor(tensor: tf.Tensor, name: str, process_set: ProcessSet) -> tf.Tensor:
+    def forward(x: tf.Tensor) -> tf.Tensor:
+        return raw_allgather([x], [name], process_set)[0]
+
+    def backward(dy: tf.Tensor) -> tf.Tensor:
+        grad_name = engine_name("allgather.grad", None)
+        reduced = raw_allreduce([dy], [grad_name], Average, 1.0, 1.0, process_set)[0]
+        return _my_rows(reduced, tensor, grad_name, process_set)
+
+    return _differentiable(forward, backward)(tensor)
+
+
+def grouped_allgather_tensors(tensors: Sequence[tf.Tensor], name: str, process_set: ProcessSet) -> list[tf.Tensor]:
+    names = [f"{name}.{i}" for i in range(len(tensors))]
+
+    def forward(xs: list[tf.Tensor]) -> list[tf.Tensor]:
+        return raw_allgather(xs, names, process_set)
+
+    def backward(dys: list[tf.Tensor], xs: list[tf.Tensor]) -> list[tf.Tensor]:
+        base = engine_name("grouped_allgather.grad", None)
+        grads = []
+        for i, (dy, x) in enumerate(zip(dys, xs, strict=True)):
+            reduced = raw_allreduce([dy], [f"{base}.{i}"], Average, 1.0, 1.0, process_set)[0]
+            grads.append(_my_rows(reduced, x, f"{base}.{i}", process_set))
+        return grads
+
+    return list(_grouped_differentiable(forward, backward)(*tensors))
+
+
+def broadcast_tensor(tensor: tf.Tensor, root_rank: int, name: str, process_set: ProcessSet) -> tf.Tensor:
+    def forward(x: tf.Tensor) -> tf.Tensor:
+        return raw_broadcast([x], [name], root_rank, process_set)[0]
+
+    def backward(dy: tf.Tensor) -> tf.Tensor:
+        reduced = raw_allreduce([dy], [engine_name("broadcast.grad", None)], Average, 1.0, 1.0, process_set)[0]
+        return reduced if api.set_rank(process_set) == root_rank else reduced * 0
+
+    return _differentiable(forward, backward)(tensor)
+
+
+def alltoall_tensor(
+    tensor: tf.Tensor, splits: Any, name: str, process_set: ProcessSet
+) -> tuple[tf.Tensor, tf.Tensor]:
+    received_splits: list[tf.Tensor] = []
+
+    def forward(x: tf.Tensor) -> tf.Tensor:
+        received, rsplits = raw_alltoall(x, splits, name, process_set)
+        received_splits.append(rsplits)
+        return received
+
+    def backward(dy: tf.Tensor) -> tf.Tensor:
+        return raw_alltoall(dy, received_splits[0], engine_name("alltoall.grad", None), process_set)[0]
+
+    received = _differentiable(forward, backward)(tensor)
+    return received, received_splits[0]
+
+
+def reducescatter_tensors(
+    tensors: Sequence[tf.Tensor],
+    name: str,
+    op: int,
+    prescale_factor: float,
+    postscale_factor: float,
+    process_set: ProcessSet,
+    group: bool,
+) -> list[tf.Tensor]:
+    # A group is named once (hvd-core names its members); single tensors each by their own name.
+    names = [name] if group or len(tensors) == 1 else [f"{name}.{i}" for i in range(len(tensors))]
+
+    def forward(xs: list[tf.Tensor]) -> list[tf.Tensor]:
+        return raw_reducescatter(xs, names, op, prescale_factor, postscale_factor, process_set, group)
+
+    def backward(dys: list[tf.Tensor], xs: list[tf.Tensor]) -> list[tf.Tensor]:
+        base = engine_name("reducescatter.grad", None)
+        scale = prescale_factor * postscale_factor * (_set_size(process_set) if op == Sum else 1)
+        grads = [raw_allgather([dy], [f"{base}.{i}"], process_set)[0] for i, dy in enumerate(dys)]
+        return [g * tf.cast(scale, g.dtype) if scale != 1 else g for g in grads]
+
+    return list(_grouped_differentiable(forward, backward)(*tensors))
+
+
+# --- graph-time queries ----------------------------------------------------------------------------
+
+
+def _process_set_by_id(process_set_id: int) -> ProcessSet:
+    if process_set_id == 0:
+        return global_process_set
+    process_set = ProcessSet([])
+    process_set.process_set_id = process_set_id
+    return process_set
+
+
+def _query_op(value: Callable[[], int], name: str | None) -> tf.Tensor:
+    """A scalar int32 evaluated when the graph runs (eagerly: now)."""
+    if not bridge.in_graph():
+        return tf.constant(value(), dtype=tf.int32)
+    result = tf.numpy_function(lambda: np.int32(value()), [], tf.int32, stateful=True, name=name or "HorovodQuery")
+    result.set_shape([])
+    return result
+
+
+def size_op(process_set_id: int = 0, name: str | None = None) -> tf.Tensor:
+    """The number of ranks (of the process set), as a tensor computed when the graph runs."""
+    return _query_op(lambda: api.set_size(_process_set_by_id(process_set_id)), name)
+
+
+def rank_op(process_set_id: int = 0, name: str | None = None) -> tf.Tensor:
+    """This process's rank (in the process set), as a tensor computed when the graph runs."""
+    return _query_op(lambda: api.set_rank(_process_set_by_id(process_set_id)), name)
+
+
+def local_size_op(name: str | None = None) -> tf.Tensor:
+    return _query_op(api.local_size, name)
+
+
+def local_rank_op(name: str | None = None) -> tf.Tensor:
+    return _query_op(api.local_rank, name)
+
+
+def process_set_included_op(process_set_id: int = 0, name: str | None = None) -> tf.Tensor:
+    """1 when this process belongs to the process set, 0 when not."""
+
+    def included() -> int:
+        process_set = _process_set_by_id(process_set_id)
+        if process_set_id == 0:
+            api.require_initialized()
+            return 1
+        if process_set.size() is None:
+            raise ValueError(f"process set {process_set_id} is not known to the running instance")
+        return 1 if process_set.included() else 0
+
+    return _query_op(included, name)
+
+
+# --- tensor-free operations ---------------------------------------------------------------------------
+
+
+def _blocking_op(fn: Callable[[], int], name: str) -> tf.Tensor:
+    if not bridge.in_graph():
+        return tf.constant(fn(), dtype=tf.int32)
+    result = tf.numpy_function(lambda: np.int32(fn()), [], tf.int32, stateful=True, name=name)
+    result.set_shape([])
+    return result
+
+
+def join() -> tf.Tensor:
+    """Declares this rank done until every rank has joined; returns the rank that joined last."""
+    return _blocking_op(api.join, "HorovodJoin")
+
+
+def barrier(process_set: ProcessSet = global_process_set) -> tf.Tensor:
+    """Blocks until every rank of the process set has reached it (in a graph: when it runs)."""
+
+    def wait() -> int:
+        api.barrier(process_set)
+        return 0
+
+    return _blocking_op(wait, "HorovodBarrier")
+
+
+__all__ = [
+    "allgather_tensor",
+    "allreduce_tensor",
+    "alltoall_tensor",
+    "barrier",
+    "broadcast_tensor",
+    "check_op",
+    "engine_name",
+    "grouped_allgather_tensors",
+    "grouped_allreduce_tensors",
+    "handle_average_backwards_compatibility",
+    "join",
+    "local_rank_op",
+    "local_size_op",
+    "numpy_collectives",
+    "process_set_included_op",
+    "rank_op",
+    "raw_allgather",
+    "raw_allreduce",
+    "raw_broadcast",
+    "reducescatter_tensors",
+    "size_op",
+    "step_name",
+    "synchronize",
+]

@@ -1,0 +1,167 @@
+"""DistributedOptimizer for ``tf.compat.v1.train`` optimizers.
+
+``compute_gradients`` averages the wrapped optimizer's gradients over the ranks (all of them in
+one reduction). With ``backward_passes_per_step=N`` the gradients of N calls are summed locally
+(in variables beside the model's) and reduced and applied on every N-th ``apply_gradients``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+from horovod.common.framework_api import Average, ProcessSet, global_process_set
+from horovod.tensorflow.compression import Compression
+from horovod.tensorflow.gradients import GradientReducer
+
+_LegacyOptimizer = tf.compat.v1.train.Optimizer
+
+
+class _DistributedOptimizer(_LegacyOptimizer):  # type: ignore[misc]  # (TensorFlow ships no type information)
+    def __init__(
+        self,
+        optimizer: Any,
+        reducer: GradientReducer,
+        name: str | None,
+        use_locking: bool,
+        backward_passes_per_step: int,
+        average_aggregated_gradients: bool,
+    ) -> None:
+        if name is None:
+            name = f"Distributed{type(optimizer).__name__}"
+        super().__init__(name=name, use_locking=use_locking)
+        self._optimizer = optimizer
+        self._reducer = reducer
+        self._passes = backward_passes_per_step
+        self._average_aggregated = average_aggregated_gradients
+        self._accumulators: dict[Any, tf.Variable] = {}
+        self._counter: tf.Variable | None = None
+
+    # --- gradients ---------------------------------------------------------------------------------
+
+    def compute_gradients(self, *args: Any, **kwargs: Any) -> list[tuple[Any, Any]]:
+        """The wrapped optimizer's gradients, averaged over the ranks (every N-th pass with
+        backward_passes_per_step=N; between those, this rank's running sums)."""
+        grads_and_vars = self._optimizer.compute_gradients(*args, **kwargs)
+        gradients = [g for g, _ in grads_and_vars]
+        variables = [v for _, v in grads_and_vars]
+        if self._passes == 1:
+            reduced = self._reducer.reduce(gradients, variables)
+        else:
+            reduced = self._accumulate_and_reduce(gradients, variables)
+        return list(zip(reduced, variables, strict=True))
+
+    def _accumulate_and_reduce(self, gradients: list[Any], variables: list[Any]) -> list[Any]:
+        counter = self._counter_variable()
+        updates = []
+        for g, v in zip(gradients, variables, strict=True):
+            if g is None:
+                continue
+            updates.append(self._accumulator(v).assign_add(tf.convert_to_tensor(g)))
+        with tf.control_dependencies(updates):
+            due = tf.equal(tf.math.floormod(counter + 1, self._passes), 0)
+        present = [i for i, g in enumerate(gradients) if g is not None]
+        scale = 1.0 / self._passes if self._average_aggregated else 1.0
+
+        def reduce_sums() -> list[tf.Tensor]:
+            sums = [self._accumulators[variables[i].ref()].read_value() * scale for i in present]
+            return [tf.convert_to_tensor(r) for r in self._reducer.reduce(sums, [variables[i] for i in present])]
+
+        def local_sums() -> list[tf.Tensor]:
+            return [tf.identity(self._accumulators[variables[i].ref()].read_value()) for i in present]
+
+        with tf.control_dependencies(updates):
+            results = tf.cond(due, reduce_sums, local_sums)
+        out: list[Any] = [None] * len(gradients)
+        for i, r in zip(present, results, strict=True):
+            out[i] = r
+        return out
+
+    def _counter_variable(self) -> tf.Variable:
+        if self._counter is None:
+            self._counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="hvd_aggregation_counter")
+        return self._counter
+
+    def _accumulator(self, variable: Any) -> tf.Variable:
+        key = variable.ref()
+        if key not in self._accumulators:
+            self._accumulators[key] = tf.Variable(
+                tf.zeros(variable.shape, dtype=variable.dtype.base_dtype), trainable=False, name="hvd_aggregated"
+            )
+        return self._accumulators[key]
+
+    # --- applying them -----------------------------------------------------------------------------
+
+    def apply_gradients(self, grads_and_vars: Any, global_step: Any = None, name: str | None = None) -> Any:
+        grads_and_vars = list(grads_and_vars)
+        if self._passes == 1:
+            return self._optimizer.apply_gradients(grads_and_vars, global_step=global_step, name=name)
+        counter = self._counter_variable()
+        due = tf.equal(tf.math.floormod(counter + 1, self._passes), 0)
+
+        def apply() -> tf.Tensor:
+            applied = self._optimizer.apply_gradients(grads_and_vars, global_step=global_step, name=name)
+            with tf.control_dependencies([applied]):
+                resets = [acc.assign(tf.zeros_like(acc)) for acc in self._accumulators.values()]
+            with tf.control_dependencies(resets):
+                return tf.constant(True)
+
+        def skip() -> tf.Tensor:
+            return tf.constant(False)
+
+        applied = tf.cond(due, apply, skip)
+        with tf.control_dependencies([applied]):
+            return counter.assign_add(1).op if not tf.executing_eagerly() else counter.assign_add(1)
+
+    # --- the rest is the wrapped optimizer's ---------------------------------------------------------
+
+    def get_slot(self, *args: Any, **kwargs: Any) -> Any:
+        return self._optimizer.get_slot(*args, **kwargs)
+
+    def get_slot_names(self, *args: Any, **kwargs: Any) -> Any:
+        return self._optimizer.get_slot_names(*args, **kwargs)
+
+    def variables(self, *args: Any, **kwargs: Any) -> Any:
+        return self._optimizer.variables(*args, **kwargs)
+
+
+def DistributedOptimizer(  # noqa: N802  (Horovod's name for this factory)
+    optimizer: Any,
+    name: str | None = None,
+    use_locking: bool = False,
+    device_dense: str = "",
+    device_sparse: str = "",
+    compression: Any = Compression.none,
+    sparse_as_dense: bool = False,
+    backward_passes_per_step: int = 1,
+    op: int = Average,
+    gradient_predivide_factor: float = 1.0,
+    average_aggregated_gradients: bool = False,
+    num_groups: int = 0,
+    groups: Any = None,
+    process_set: ProcessSet = global_process_set,
+) -> Any:
+    """Wraps a ``tf.compat.v1.train`` optimizer so that its gradients are averaged over the ranks
+    before they are applied. Keras optimizers are wrapped by ``horovod.tensorflow.keras``."""
+    if not isinstance(optimizer, _LegacyOptimizer):
+        raise ValueError(
+            f"hvd.DistributedOptimizer in horovod.tensorflow wraps tf.compat.v1.train optimizers, got "
+            f"{type(optimizer).__module__}.{type(optimizer).__name__}; for a Keras optimizer use "
+            "horovod.tensorflow.keras.DistributedOptimizer (pip install hvd-keras), or "
+            "hvd.DistributedGradientTape in a custom training loop"
+        )
+    if backward_passes_per_step < 1:
+        raise ValueError(f"backward_passes_per_step must be at least 1, got {backward_passes_per_step}")
+    reducer = GradientReducer(
+        "DistributedOptimizer",
+        compression,
+        sparse_as_dense,
+        op,
+        gradient_predivide_factor,
+        num_groups,
+        groups,
+        process_set,
+    )
+    return _DistributedOptimizer(
+        optimizer, reducer, name, use_locking, backward_passes_per_step, average_aggregated_gradients
+    )

@@ -1,0 +1,47 @@
+"""Horovod's small helpers of ``horovod.tensorflow.util``, kept under their names for code that
+imports them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from functools import wraps
+from typing import Any
+
+import tensorflow as tf
+
+
+def _executing_eagerly() -> bool:
+    """True outside graph construction (TensorFlow 2's default)."""
+    return bool(tf.executing_eagerly())
+
+
+def _make_subgraph(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``f`` as a ``tf.function`` (one graph, traced once per input signature)."""
+    return tf.function(f)
+
+
+def _cache(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Memoises ``f`` on its arguments, per graph when building one (Horovod's helper for
+    functions that make ops)."""
+    cache: dict[Any, Any] = {}
+
+    @wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        key = (args, frozenset(kwargs.items()))
+        if not _executing_eagerly():
+            key = (tf.compat.v1.get_default_graph(), key)
+        if key not in cache:
+            cache[key] = f(*args, **kwargs)
+        return cache[key]
+
+    return wrapper
+
+
+def vars_to_refs(variables: Iterable[Any]) -> list[Any]:
+    """Hashable references of variables (``var.ref()``), as sets and dicts need them."""
+    return [v.ref() for v in variables]
+
+
+def refs_to_vars(refs: Iterable[Any]) -> list[Any]:
+    """The variables behind references made by :func:`vars_to_refs`."""
+    return [r.deref() for r in refs]
