@@ -24,8 +24,8 @@ def lazy_exports(
 
     ``exports`` maps a submodule (or, with a dot in its name, any module: a framework package
     re-exports hvd-core's names from ``horovod.common.framework_api``) to the space-separated names
-    it defines; ``submodules`` may be imported as attributes. When the import fails because module ``framework`` is missing, the
-    error says so and how to install it (``install_hint``).
+    it defines; ``submodules`` may be imported as attributes. When an import fails because the module
+    ``framework`` is missing, the error says so and how to install it (``install_hint``).
     """
     where = {name: module for module, names in exports.items() for name in names.split()}
     modules = set(submodules)
