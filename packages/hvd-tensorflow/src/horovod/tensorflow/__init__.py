@@ -20,9 +20,7 @@ _EXPORTS = {
         "ProcessSet global_process_set add_process_set remove_process_set "
         "HorovodInternalError HostsUpdatedInterrupt CollectiveMismatchError"
     ),
-    "mpi_ops": (
-        "size_op rank_op local_size_op local_rank_op process_set_included_op join barrier"
-    ),
+    "mpi_ops": ("size_op rank_op local_size_op local_rank_op process_set_included_op join barrier"),
     "collectives": (
         "allreduce grouped_allreduce allgather grouped_allgather broadcast broadcast_ alltoall reducescatter "
         "grouped_reducescatter"
@@ -37,8 +35,16 @@ _EXPORTS = {
     "sync_batch_norm": "SyncBatchNormalization",
 }
 _SUBMODULES = (
-    "bridge", "collectives", "compression", "functions", "gradient_tape", "gradients", "mpi_ops",
-    "optimizer", "sync_batch_norm", "util",
+    "bridge",
+    "collectives",
+    "compression",
+    "functions",
+    "gradient_tape",
+    "gradients",
+    "mpi_ops",
+    "optimizer",
+    "sync_batch_norm",
+    "util",
 )
 
 __getattr__, __dir__, _names = lazy_exports(

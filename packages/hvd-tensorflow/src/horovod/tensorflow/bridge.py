@@ -4,20 +4,29 @@ Nothing here is compiled against TensorFlow: tensors cross as numpy arrays that 
 (``EagerTensor.numpy()`` and ``tf.numpy_function``'s arguments are views of CPU tensors), and hvd-core's
 numpy collectives submit them to the engine.
 
-Eagerly, a collective submits and waits at once. Inside a graph (``tf.function``, ``tf.compat.v1``)
-one collective is two ops:
+Eagerly, a collective submits and waits at once. Inside a graph one collective is two ops:
 
 - a *submit* op (stateful) hands every input to the engine and returns the engine's handles at once;
-- a *wait* op (stateless) takes those handles and returns the results.
+- a *wait* op takes those handles and returns the results.
 
-Why two: ``tf.function`` runs stateful ops in program order, which is the same on every rank, and a
-submit never blocks, so every rank submits every collective of a step in the same order whatever
-TensorFlow's executor does with the waits. A wait only blocks on work this rank has submitted, and
-every rank submits it eventually, so no ordering of the waits can deadlock two ranks; and since the
-submits of a step follow each other without waiting, the engine fuses what is in flight together.
-A blocking op per collective would run the step's collectives one after another, unfused, and on
-TensorFlow's small inter-op pool could block every thread on collectives the peers submit later.
-Several tensors that belong together (a step's gradients) go through one submit op and one wait op.
+Why two: a submit never blocks, so the engine sees every collective of a step as soon as its inputs
+are ready, and fuses what is in flight together. Several tensors that belong together (a step's
+gradients) go through one submit op and one wait op. A wait blocks the thread that runs it until
+every rank has submitted that collective; how that can never deadlock two ranks depends on the
+kind of graph:
+
+- ``tf.function``: its automatic control dependencies run stateful ops without resource inputs in
+  program order, so every rank submits the same collectives in the same order, and the wait is a
+  plain op. Whatever the executor does with the waits, the rank that has submitted the fewest
+  collectives only ever waits on collectives every rank has submitted, so it goes on.
+- ``tf.compat.v1`` graphs: nothing orders the submits (a ``Session.run`` runs whichever subgraph its
+  fetches need, in any order), so a wait that held one of the executor's few inter-op threads could
+  starve a submit that a peer waits on: rank 0 blocked on A and B with C's submit queued, rank 1
+  blocked on C and D with A's submit queued. Measured: 60 independent allreduces in one v1 graph
+  hung every run on this 2-core machine. There the wait runs as a ``tf.data`` iterator's
+  ``get_next``, which TensorFlow computes on a background thread of the iterator's own, with the
+  dataset's function on a private thread pool, never on an inter-op thread: submits always find a
+  thread, and the same graph ran every time.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+
 import tensorflow as tf
 from horovod.common.framework_api import synchronize
 
@@ -65,11 +75,56 @@ def run(
     # numpy_function names must be unique-ish graph names, not the engine's names.
     op_name = "Horovod" + "".join(part.capitalize() for part in name.replace(".", "_").split("_") if part)[:60]
     handles = tf.numpy_function(submit_op, list(inputs), tf.int64, stateful=True, name=op_name + "Submit")
-    outputs = tf.numpy_function(wait_op, [handles], list(out_dtypes), stateful=False, name=op_name + "Wait")
+    if in_function():
+        outputs = tf.numpy_function(wait_op, [handles], list(out_dtypes), stateful=False, name=op_name + "Wait")
+    else:
+        outputs = _wait_off_the_executor(wait_op, handles, list(out_dtypes), op_name + "Wait")
     for output, shape in zip(outputs, out_shapes, strict=True):
         if shape is not None:
             output.set_shape(shape)
     return list(outputs)
+
+
+def in_function() -> bool:
+    """True while tracing a ``tf.function`` (as opposed to building a tf.compat.v1 graph)."""
+    return bool(tf.inside_function())
+
+
+def blocking(fn: Callable[[], int], name: str) -> tf.Tensor:
+    """A scalar int32 from ``fn()``, an operation that blocks until its peers reach it (join,
+    barrier): called now when eager; in a graph, when the graph runs, off the executor's inter-op
+    threads in tf.compat.v1 graphs as waits are."""
+    if not in_graph():
+        return tf.constant(fn(), dtype=tf.int32)
+
+    def call(_: np.ndarray) -> list[np.ndarray]:
+        return [np.int32(fn())]
+
+    if in_function():
+        result = tf.numpy_function(lambda: np.int32(fn()), [], tf.int32, stateful=True, name=name)
+    else:
+        result = _wait_off_the_executor(call, tf.zeros([0], tf.int64), [tf.int32], name)[0]
+    result.set_shape([])
+    return result
+
+
+def _wait_off_the_executor(
+    wait_op: Callable[[np.ndarray], list[np.ndarray]], handles: tf.Tensor, dtypes: list[tf.DType], name: str
+) -> list[tf.Tensor]:
+    """The wait of a tf.compat.v1 graph: ``wait_op(handles)`` run by a one-element dataset, whose
+    iterator is made anew from this run's handles and read at once (see the module's docstring)."""
+    with tf.name_scope(name):
+        dataset = tf.data.Dataset.from_tensors(handles).map(
+            lambda h: tuple(tf.numpy_function(wait_op, [h], dtypes, stateful=True))
+        )
+        # The dataset's functions run on a thread of its own: by default tf.data runs them on the
+        # session's inter-op threads, where a blocking wait would starve submits again.
+        options = tf.data.Options()
+        options.threading.private_threadpool_size = 1
+        dataset = dataset.with_options(options)
+        iterator = tf.compat.v1.data.make_initializable_iterator(dataset)
+        with tf.control_dependencies([iterator.initializer]):
+            return list(iterator.get_next())
 
 
 def _array(tensor: tf.Tensor) -> np.ndarray:

@@ -15,6 +15,7 @@ from horovod.common.framework_api import Average, ProcessSet, Sum, global_proces
 from horovod.tensorflow import mpi_ops
 from horovod.tensorflow.compression import Compression
 from horovod.tensorflow.mpi_ops import engine_name
+from horovod.tensorflow.variables import tf_variable
 
 
 def _resolve(op: int | None, average: bool | None) -> int:
@@ -23,9 +24,7 @@ def _resolve(op: int | None, average: bool | None) -> int:
     return api.handle_average_backwards_compatibility(op, average)
 
 
-def sparse_allreduce(
-    slices: tf.IndexedSlices, name: str, op: int, process_set: ProcessSet
-) -> tf.IndexedSlices:
+def sparse_allreduce(slices: tf.IndexedSlices, name: str, op: int, process_set: ProcessSet) -> tf.IndexedSlices:
     """An allreduce of IndexedSlices: every rank's values and indices, allgathered (Horovod's way)."""
     if op not in (Average, Sum):
         raise ValueError(f"allreduce of tf.IndexedSlices supports op=hvd.Average and op=hvd.Sum, got op={op}")
@@ -152,7 +151,7 @@ def broadcast_(
     process_set: ProcessSet = global_process_set,
 ) -> list[tf.Tensor]:
     """Broadcasts ``variables`` from ``root_rank`` into themselves; returns their new values."""
-    variables = list(variables)
+    variables = [tf_variable(v) for v in variables]
     if not variables:
         return []
     base = engine_name("broadcast_", name)

@@ -15,6 +15,7 @@ from horovod.common import framework_api as api
 from horovod.common.framework_api import Average, ProcessSet, global_process_set
 from horovod.tensorflow.compression import Compression
 from horovod.tensorflow.gradients import GradientReducer
+from horovod.tensorflow.variables import is_variable, variable_key
 
 
 class _DistributedGradientTape(tf.GradientTape):  # type: ignore[misc]  # (TensorFlow ships no type information)
@@ -53,7 +54,7 @@ class _DistributedGradientTape(tf.GradientTape):  # type: ignore[misc]  # (Tenso
 
     def register_local_source(self, source: Any) -> None:
         """Keeps ``source``'s gradient local (not reduced over the ranks)."""
-        self._local_sources.add(source.ref())
+        self._local_sources.add(variable_key(source))
 
     def register_local_sources(self, sources: Iterable[Any]) -> None:
         for source in sources:
@@ -85,7 +86,7 @@ class _DistributedGradientTape(tf.GradientTape):  # type: ignore[misc]  # (Tenso
         return tf.nest.pack_sequence_as(gradients, results)
 
     def _is_local(self, source: Any) -> bool:
-        return bool(self._local_sources) and hasattr(source, "ref") and source.ref() in self._local_sources
+        return bool(self._local_sources) and is_variable(source) and variable_key(source) in self._local_sources
 
 
 def _scaled(gradient: Any, factor: float) -> Any:
@@ -94,7 +95,7 @@ def _scaled(gradient: Any, factor: float) -> Any:
     return gradient * tf.cast(factor, gradient.dtype)
 
 
-def DistributedGradientTape(  # noqa: N802  (Horovod's name for this factory)
+def DistributedGradientTape(
     gradtape: tf.GradientTape,
     device_dense: str = "",
     device_sparse: str = "",
@@ -127,7 +128,7 @@ def DistributedGradientTape(  # noqa: N802  (Horovod's name for this factory)
     return _DistributedGradientTape(gradtape, reducer, scale_local_gradients)
 
 
-def PartialDistributedGradientTape(  # noqa: N802  (Horovod's name for this factory)
+def PartialDistributedGradientTape(
     gradtape: tf.GradientTape,
     device_dense: str = "",
     device_sparse: str = "",

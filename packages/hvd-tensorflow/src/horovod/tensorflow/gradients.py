@@ -14,6 +14,7 @@ from horovod.common import framework_api as api
 from horovod.common.framework_api import Average, ProcessSet, Sum
 from horovod.tensorflow import collectives, mpi_ops
 from horovod.tensorflow.compression import Compression
+from horovod.tensorflow.variables import variable_key
 
 
 def split_list(items: Sequence[Any], parts: int) -> list[list[Any]]:
@@ -75,12 +76,12 @@ class GradientReducer:
         group_of = {}
         for g, members in enumerate(self.variable_groups):
             for var in members:
-                group_of[var.ref()] = g
+                group_of[variable_key(var)] = g
         by_group: dict[int, list[int]] = {}
         for position, index in enumerate(dense):
-            g = group_of.get(variables[index].ref()) if variables[index] is not None else None
-            if g is not None:
-                by_group.setdefault(g, []).append(position)
+            group = group_of.get(variable_key(variables[index])) if variables[index] is not None else None
+            if group is not None:
+                by_group.setdefault(group, []).append(position)
         return list(by_group.values())
 
     def reduce(self, gradients: Sequence[Any], variables: Sequence[Any] | None = None) -> list[Any]:

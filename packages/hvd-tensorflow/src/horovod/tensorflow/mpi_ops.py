@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+
 import tensorflow as tf
 from horovod.common import framework_api as api
 from horovod.common.framework_api import (
@@ -317,9 +318,7 @@ def broadcast_tensor(tensor: tf.Tensor, root_rank: int, name: str, process_set: 
     return _differentiable(forward, backward)(tensor)
 
 
-def alltoall_tensor(
-    tensor: tf.Tensor, splits: Any, name: str, process_set: ProcessSet
-) -> tuple[tf.Tensor, tf.Tensor]:
+def alltoall_tensor(tensor: tf.Tensor, splits: Any, name: str, process_set: ProcessSet) -> tuple[tf.Tensor, tf.Tensor]:
     received_splits: list[tf.Tensor] = []
 
     def forward(x: tf.Tensor) -> tf.Tensor:
@@ -414,17 +413,9 @@ def process_set_included_op(process_set_id: int = 0, name: str | None = None) ->
 # --- tensor-free operations ---------------------------------------------------------------------------
 
 
-def _blocking_op(fn: Callable[[], int], name: str) -> tf.Tensor:
-    if not bridge.in_graph():
-        return tf.constant(fn(), dtype=tf.int32)
-    result = tf.numpy_function(lambda: np.int32(fn()), [], tf.int32, stateful=True, name=name)
-    result.set_shape([])
-    return result
-
-
 def join() -> tf.Tensor:
     """Declares this rank done until every rank has joined; returns the rank that joined last."""
-    return _blocking_op(api.join, "HorovodJoin")
+    return bridge.blocking(api.join, "HorovodJoin")
 
 
 def barrier(process_set: ProcessSet = global_process_set) -> tf.Tensor:
@@ -434,7 +425,7 @@ def barrier(process_set: ProcessSet = global_process_set) -> tf.Tensor:
         api.barrier(process_set)
         return 0
 
-    return _blocking_op(wait, "HorovodBarrier")
+    return bridge.blocking(wait, "HorovodBarrier")
 
 
 __all__ = [

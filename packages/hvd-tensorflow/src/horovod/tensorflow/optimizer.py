@@ -14,10 +14,8 @@ from horovod.common.framework_api import Average, ProcessSet, global_process_set
 from horovod.tensorflow.compression import Compression
 from horovod.tensorflow.gradients import GradientReducer
 
-_LegacyOptimizer = tf.compat.v1.train.Optimizer
 
-
-class _DistributedOptimizer(_LegacyOptimizer):  # type: ignore[misc]  # (TensorFlow ships no type information)
+class _DistributedOptimizer(tf.compat.v1.train.Optimizer):  # type: ignore[misc]  # (TensorFlow ships no type information)
     def __init__(
         self,
         optimizer: Any,
@@ -97,7 +95,13 @@ class _DistributedOptimizer(_LegacyOptimizer):  # type: ignore[misc]  # (TensorF
         if self._passes == 1:
             return self._optimizer.apply_gradients(grads_and_vars, global_step=global_step, name=name)
         counter = self._counter_variable()
-        due = tf.equal(tf.math.floormod(counter + 1, self._passes), 0)
+        # The counter is read and advanced only after the gradients exist: compute_gradients read
+        # it to choose between reducing and accumulating, and in a tf.compat.v1 graph nothing else
+        # orders that read before this increment (the skipping branch does not wait for the
+        # gradients), so ranks could choose differently and wait on different collectives.
+        gradients = [tf.convert_to_tensor(g) for g, _ in grads_and_vars if g is not None]
+        with tf.control_dependencies(gradients):
+            due = tf.equal(tf.math.floormod(counter + 1, self._passes), 0)
 
         def apply() -> tf.Tensor:
             applied = self._optimizer.apply_gradients(grads_and_vars, global_step=global_step, name=name)
@@ -110,7 +114,7 @@ class _DistributedOptimizer(_LegacyOptimizer):  # type: ignore[misc]  # (TensorF
             return tf.constant(False)
 
         applied = tf.cond(due, apply, skip)
-        with tf.control_dependencies([applied]):
+        with tf.control_dependencies([applied, *gradients]):
             return counter.assign_add(1).op if not tf.executing_eagerly() else counter.assign_add(1)
 
     # --- the rest is the wrapped optimizer's ---------------------------------------------------------
@@ -125,7 +129,7 @@ class _DistributedOptimizer(_LegacyOptimizer):  # type: ignore[misc]  # (TensorF
         return self._optimizer.variables(*args, **kwargs)
 
 
-def DistributedOptimizer(  # noqa: N802  (Horovod's name for this factory)
+def DistributedOptimizer(
     optimizer: Any,
     name: str | None = None,
     use_locking: bool = False,
@@ -143,7 +147,7 @@ def DistributedOptimizer(  # noqa: N802  (Horovod's name for this factory)
 ) -> Any:
     """Wraps a ``tf.compat.v1.train`` optimizer so that its gradients are averaged over the ranks
     before they are applied. Keras optimizers are wrapped by ``horovod.tensorflow.keras``."""
-    if not isinstance(optimizer, _LegacyOptimizer):
+    if not isinstance(optimizer, tf.compat.v1.train.Optimizer):
         raise ValueError(
             f"hvd.DistributedOptimizer in horovod.tensorflow wraps tf.compat.v1.train optimizers, got "
             f"{type(optimizer).__module__}.{type(optimizer).__name__}; for a Keras optimizer use "

@@ -17,7 +17,8 @@ def _executing_eagerly() -> bool:
 
 def _make_subgraph(f: Callable[..., Any]) -> Callable[..., Any]:
     """``f`` as a ``tf.function`` (one graph, traced once per input signature)."""
-    return tf.function(f)
+    subgraph: Callable[..., Any] = tf.function(f)
+    return subgraph
 
 
 def _cache(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -27,9 +28,9 @@ def _cache(f: Callable[..., Any]) -> Callable[..., Any]:
 
     @wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        key = (args, frozenset(kwargs.items()))
-        if not _executing_eagerly():
-            key = (tf.compat.v1.get_default_graph(), key)
+        # Per graph when building one: ops of one graph cannot be used in another.
+        graph = None if _executing_eagerly() else tf.compat.v1.get_default_graph()
+        key = (graph, args, frozenset(kwargs.items()))
         if key not in cache:
             cache[key] = f(*args, **kwargs)
         return cache[key]
