@@ -1,0 +1,63 @@
+"""The TensorFlow examples of the repository run under horovodrun (two ranks) and reach their targets."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(os.environ.get("HVD_REPO_ROOT", pathlib.Path(__file__).resolve().parents[3]))
+EXAMPLES = ROOT / "examples" / "tensorflow"
+# hvd-runner installs the launcher's script beside this environment's interpreter.
+HOROVODRUN = pathlib.Path(sys.executable).parent / "horovodrun"
+TIMEOUT = 300
+pytestmark = pytest.mark.skipif(not EXAMPLES.is_dir(), reason=f"no examples directory at {EXAMPLES}")
+
+
+def horovodrun(script: str, *args: str) -> subprocess.CompletedProcess:
+    """Runs an example on two local ranks, as a user would; its output is rank-prefixed."""
+    # A HOROVOD_* variable of an enclosing job must not leak into the launched one.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOROVOD_")}
+    # One thread per rank (two ranks share two cores), and quiet TensorFlow start-up logs.
+    env.update(OMP_NUM_THREADS="1", TF_CPP_MIN_LOG_LEVEL="2", TF_ENABLE_ONEDNN_OPTS="0")
+    command = [str(HOROVODRUN), "-np", "2", "-H", "localhost:2", sys.executable, str(EXAMPLES / script), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, env=env, cwd=ROOT)
+
+
+def test_digits_reaches_95_percent_with_identical_weights() -> None:
+    done = horovodrun("tensorflow2_digits.py")
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    final = re.search(r"final test accuracy ([0-9.]+) \(2 ranks, weights identical", done.stdout)
+    assert final, output
+    assert float(final.group(1)) >= 0.95, done.stdout
+    # Rank 0 alone reports, once per epoch.
+    assert len(re.findall(r"<stdout>:epoch +\d+/\d+ +loss [0-9.]+ +test accuracy", done.stdout)) >= 1, done.stdout
+    assert "[1]<stdout>:epoch" not in done.stdout, done.stdout
+
+
+def test_synthetic_benchmark_small_model() -> None:
+    done = horovodrun(
+        "tensorflow2_synthetic_benchmark.py",
+        "--model",
+        "MobileNetV2",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "4",
+        "--num-warmup-batches",
+        "1",
+        "--num-batches-per-iter",
+        "1",
+        "--num-iters",
+        "2",
+        "--fp16-allreduce",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    per_cpu = re.search(r"Img/sec per CPU: ([0-9.]+) \+-[0-9.]+", done.stdout)
+    assert per_cpu and float(per_cpu.group(1)) > 0, done.stdout
+    assert re.search(r"Total img/sec on 2 CPU\(s\): [0-9.]+", done.stdout), done.stdout
