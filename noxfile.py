@@ -207,9 +207,14 @@ for _name in PACKAGES:
 
 @nox.session(python="3.11", default=False)
 def bench(session: nox.Session) -> None:
-    """Benchmarks (hvd beside torch.distributed, and MPI): one table, also written to BENCHMARKS.tables.md."""
-    install_local(session, "hvd-torch", "hvd-backend-gloo", "hvd-backend-mpi", "hvd-runner", extras=())
-    session.install("torch==2.13.0")  # the CPU build on this machine's disk; an unpinned torch is CUDA
+    """Benchmarks (hvd beside torch.distributed, and MPI; horovod.tensorflow beside horovod.torch and
+    MultiWorkerMirroredStrategy): one table, also written to BENCHMARKS.tables.md."""
+    install_local(
+        session, "hvd-torch", "hvd-tensorflow", "hvd-backend-gloo", "hvd-backend-mpi", "hvd-runner", extras=()
+    )
+    # torch: the CPU build on this machine's disk (an unpinned torch is CUDA); TensorFlow: hvd-tensorflow
+    # depends on neither distribution of it, and its CI tests this one.
+    session.install("torch==2.13.0", "tensorflow-cpu==2.21.0")
     session.chdir(ROOT / "benchmarks")
     session.run("python", "run_all.py", "--markdown", str(ROOT / "BENCHMARKS.tables.md"), *session.posargs)
 

@@ -1,6 +1,7 @@
 """Runs every benchmark through horovodrun and prints one table (markdown), with the machine's load.
 
     python benchmarks/run_all.py [--np 2] [--markdown BENCHMARKS.md]
+    python benchmarks/run_all.py --only tensorflow     # just the TensorFlow tables (ops and training)
 
 Each figure is a median of repeated runs after warm-up, shown with its spread; every hvd figure
 has its torch.distributed (gloo) counterpart from the same processes, and the ratio is what counts
@@ -8,12 +9,15 @@ on this noisy machine. The collectives run twice: with hvd's default transport b
 host (shared memory), and over TCP as ranks on different hosts would be. hvd on MPI
 (hvd-backend-mpi, with mpi4py's Allreduce beside it when installed) needs mpirun, so it is a second
 launch (``horovodrun --mpi``), compared with hvd on Gloo through the torch.distributed baseline that
-both launches measure.
+both launches measure. The TensorFlow tables put horovod.tensorflow beside horovod.torch in the same
+processes (the adapter's cost), and Keras training with horovod.tensorflow against
+tf.distribute.MultiWorkerMirroredStrategy in alternating launches.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import socket
@@ -32,6 +36,11 @@ HERE = Path(__file__).resolve().parent
 SHARED_MEMORY = "through shared memory (its default on one host)"
 # The training benchmark alternates 1-rank and N-rank launches this many times each (see training_table).
 TRAINING_LAUNCH_PAIRS = 3
+# What --only accepts; "tensorflow" stands for both TensorFlow benchmarks.
+BENCHMARKS = ["collectives", "tcp", "mpi", "training", "startup", "tensorflow-ops", "tensorflow-training"]
+TENSORFLOW = ["tensorflow-ops", "tensorflow-training"]
+# TensorFlow's C++ start-up chatter (oneDNN notices) would bury the ranks' output.
+TF_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
 def free_port() -> int:
@@ -61,6 +70,14 @@ def mpi_missing() -> str | None:
         find_mpi(os.environ)
     except UsageError as error:
         return str(error)
+    return None
+
+
+def tensorflow_missing() -> str | None:
+    """Why the TensorFlow benchmarks cannot run here, or None."""
+    for module, hint in (("tensorflow", "tensorflow-cpu"), ("horovod.tensorflow", "hvd-tensorflow")):
+        if importlib.util.find_spec(module) is None:
+            return f"{module} is not installed (pip install {hint})"
     return None
 
 
@@ -199,6 +216,129 @@ def training_table(singles: list[dict], multis: list[dict]) -> list[str]:
     return rows
 
 
+def tensorflow_ops_tables(data: dict, transport: str) -> list[str]:
+    """horovod.tensorflow beside horovod.torch (same engine, same processes): one allreduce, and a 200-tensor step."""
+    n, repeats = data["ranks"], data["step"]["tf_grouped"]["n"]
+    rows = [
+        (
+            f"### TensorFlow adapter: one allreduce, TF tensors against torch tensors, {n} ranks, hvd on Gloo "
+            f"{transport} (float32; time per op: median [min..max] of {repeats} runs)"
+        ),
+        "",
+        "horovod.tensorflow and horovod.torch on one engine in the same processes, timed alternately; each",
+        "ratio is the median of the repetitions' ratios. torch: the out-of-place `hvd.allreduce` (TF's always",
+        "returns a new tensor). tf.function: a `tf.function` doing one allreduce per call. Target: tf/torch <= 1.2.",
+        "",
+        "| size | horovod.torch | horovod.tensorflow, eager | tf/torch | tf.function | tf.function/torch | load |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in data["single"]:
+        rows.append(
+            f"| {human_bytes(r['bytes'])} | {spread(r['torch'])} | {spread(r['tf'])} | {r['tf_vs_torch']:.2f} | "
+            f"{spread(r['tf_function'])} | {r['tf_function_vs_torch']:.2f} | {r['load']} |"
+        )
+    return [*rows, "", *tensorflow_step_table(data["step"], transport)]
+
+
+# The TensorFlow ways through a step of many tensors, each with the horovod.torch way it is compared with.
+TF_STEP_ROWS = [
+    ("tf_one_by_one", "TF eager, `hvd.allreduce` one after another", "torch_one_by_one", "torch, one after another"),
+    ("tf_grouped", "TF eager, `hvd.grouped_allreduce`", "torch_grouped", "torch `grouped_allreduce`"),
+    ("tf_function_separate", "`tf.function` with 200 `hvd.allreduce`", "torch_async", "torch async, then synchronize"),
+    ("tf_function_grouped", "`tf.function` with `hvd.grouped_allreduce`", "torch_grouped", "torch `grouped_allreduce`"),
+]
+
+
+def tensorflow_step_table(step: dict, transport: str) -> list[str]:
+    in_flight = step["tf_function_separate"]["median"] / step["tf_one_by_one"]["median"]
+    rows = [
+        (
+            f"### TensorFlow adapter: a step of {step['tensors']} tensors of {step['elements']:,} float32, "
+            f"hvd on Gloo {transport}"
+        ),
+        "",
+        "Every way alternates with the others, repetition by repetition; tf/torch is the median of the",
+        "repetitions' ratios. The `tf.function` with 200 separate allreduces shows whether a step's ops are",
+        f"in flight together (fused by the engine): it took {in_flight:.2f} x the time of TF's one after another.",
+        "",
+        "| TensorFlow | time per step | horovod.torch counterpart | its time | tf/torch | load |",
+        "|---|---|---|---|---|---|",
+    ]
+    for tf_key, tf_label, torch_key, torch_label in TF_STEP_ROWS:
+        rows.append(
+            f"| {tf_label} | {spread(step[tf_key])} | {torch_label} | {spread(step[torch_key])} | "
+            f"{step[tf_key + '_vs_torch']:.2f} | {step['load']} |"
+        )
+    return rows
+
+
+def tensorflow_training_table(hvd_runs: list[dict], mwms_runs: list[dict]) -> list[str]:
+    """horovod.tensorflow against MWMS from alternating launches, each launch with its own `local` yardstick.
+
+    The two frameworks cannot share processes, so hvd/MWMS compares neighbouring launches (a pair),
+    given as the median and range over the pairs; `/local` compares each framework with the
+    no-communication step timed in alternating windows in its own processes, which launch-to-launch
+    noise does not touch."""
+    n = hvd_runs[0]["ranks"]
+    loads = [run["load"][0] for run in (*hvd_runs, *mwms_runs)]
+    rows = [
+        (
+            f"### TensorFlow synthetic training: horovod.tensorflow against MultiWorkerMirroredStrategy, {n} workers "
+            "(batch 32 per worker, 1 intra-op thread each), images/s in total"
+        ),
+        "",
+        "hvd: `hvd.DistributedGradientTape` in a `tf.function` step, under horovodrun. MWMS:",
+        f"`tf.distribute.MultiWorkerMirroredStrategy` (RING), {n} worker processes on localhost (TF_CONFIG).",
+        "`local`: the same step with no communication, timed in alternating windows in each launch's processes",
+        "(MWMS's run TF's multi-worker runtime beside it). hvd/MWMS is the figure that counts (target >= 1.0).",
+        f"Medians of {len(hvd_runs)} pairs of launches; hvd/MWMS per pair: median [min..max]. 1-minute load",
+        f"during the launches: {min(loads):.2f} to {max(loads):.2f}.",
+        "",
+        (
+            "| model | hvd | MWMS | hvd/MWMS | local (hvd's launches) | local (MWMS's) | hvd/local | MWMS/local | "
+            "hvd/MWMS, each over its local |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def total(run: dict, key: str) -> float:
+        return run["results"][key]["total"]
+
+    for model in ("cnn", "mlp"):
+        pairs = list(zip(hvd_runs, mwms_runs, strict=True))
+        ratio = [total(h, f"{model}.hvd") / total(m, f"{model}.mwms") for h, m in pairs]
+        hvd_local = [total(h, f"{model}.hvd") / total(h, f"{model}.local") for h in hvd_runs]
+        mwms_local = [total(m, f"{model}.mwms") / total(m, f"{model}.local") for m in mwms_runs]
+        over_local = [h / m for h, m in zip(hvd_local, mwms_local, strict=True)]
+        med = statistics.median
+        rows.append(
+            f"| {model} | {med(total(h, f'{model}.hvd') for h in hvd_runs):.1f} | "
+            f"{med(total(m, f'{model}.mwms') for m in mwms_runs):.1f} | "
+            f"{med(ratio):.2f} [{min(ratio):.2f}..{max(ratio):.2f}] | "
+            f"{med(total(h, f'{model}.local') for h in hvd_runs):.1f} | "
+            f"{med(total(m, f'{model}.local') for m in mwms_runs):.1f} | "
+            f"{med(hvd_local):.0%} | {med(mwms_local):.0%} | {med(over_local):.2f} |"
+        )
+    return rows
+
+
+def run_tensorflow_training(np: int, tmp: str, pairs: int, windows: int) -> tuple[list[dict], list[dict]]:
+    """Alternating launches, hvd then MWMS, then MWMS then hvd, ...: neither always runs first."""
+    runs: dict[str, list[dict]] = {"hvd": [], "mwms": []}
+    for pair in range(pairs):
+        for framework in ("hvd", "mwms") if pair % 2 == 0 else ("mwms", "hvd"):
+            out = Path(tmp) / f"tf-training-{framework}-{pair}.json"
+            common = ["--framework", framework, "--out", str(out), "--windows", str(windows)]
+            if framework == "hvd":
+                horovodrun(np, "tensorflow_training.py", *common, extra_env=TF_ENV)
+            else:  # the file's own launcher starts the MWMS workers (and stops them at its own deadline)
+                env = {**os.environ, "OMP_NUM_THREADS": "1", **TF_ENV}
+                command = [sys.executable, str(HERE / "tensorflow_training.py"), *common, "--np", str(np)]
+                subprocess.run(command, check=True, env=env, cwd=HERE, timeout=1800)
+            runs[framework].append(json.loads(out.read_text()))
+    return runs["hvd"], runs["mwms"]
+
+
 def startup_table(np: int, repeats: int = 5) -> list[str]:
     code = "import horovod.torch as hvd; hvd.init(); hvd.shutdown()"
 
@@ -241,15 +381,20 @@ def main() -> None:
     parser.add_argument("--np", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--markdown", help="also write the tables to this file")
-    parser.add_argument("--only", choices=["collectives", "tcp", "mpi", "training", "startup"], action="append")
+    parser.add_argument(
+        "--only", choices=[*BENCHMARKS, "tensorflow"], action="append", help="tensorflow: both TensorFlow benchmarks"
+    )
     parser.add_argument("--max-bytes", type=int, help="largest allreduce of the sweeps (default: 256 MiB)")
+    parser.add_argument(
+        "--launch-pairs", type=int, default=TRAINING_LAUNCH_PAIRS, help="pairs of launches of the training benchmarks"
+    )
     args = parser.parse_args()
-    only = set(args.only or ["collectives", "tcp", "mpi", "training", "startup"])
+    only = {name for asked in args.only or BENCHMARKS for name in (TENSORFLOW if asked == "tensorflow" else [asked])}
     sweep_args = ["--repeats", str(args.repeats)] + (["--max-bytes", str(args.max_bytes)] if args.max_bytes else [])
     lines = [
         (
             f"Machine: {os.cpu_count()} cores, load average at start {load_average()}; "
-            f"command: `python benchmarks/run_all.py --np {args.np}`"
+            f"command: `python benchmarks/run_all.py --np {args.np}{''.join(f' --only {o}' for o in args.only or [])}`"
         ),
         "",
     ]
@@ -276,7 +421,7 @@ def main() -> None:
                 lines += [*mpi_table(json.loads(out.read_text()), gloo), ""]
         if "training" in only:
             runs: dict[int, list[dict]] = {1: [], args.np: []}
-            for launch in range(TRAINING_LAUNCH_PAIRS):
+            for launch in range(args.launch_pairs):
                 for ranks in runs:
                     out = Path(tmp) / f"training-{ranks}-{launch}.json"
                     horovodrun(ranks, "training.py", "--out", str(out))
@@ -284,6 +429,19 @@ def main() -> None:
             lines += [*training_table(runs[1], runs[args.np]), ""]
         if "startup" in only:
             lines += [*startup_table(args.np), ""]
+        missing = tensorflow_missing() if only & set(TENSORFLOW) else None
+        if missing:
+            lines += [f"### TensorFlow: not measured ({missing})", ""]
+        if "tensorflow-ops" in only and not missing:
+            out = Path(tmp) / "tensorflow_ops.json"
+            ops_args = ["--repeats", str(args.repeats)] + (
+                ["--max-bytes", str(args.max_bytes)] if args.max_bytes else []
+            )
+            horovodrun(args.np, "tensorflow_ops.py", "--out", str(out), *ops_args, extra_env=TF_ENV)
+            lines += [*tensorflow_ops_tables(json.loads(out.read_text()), SHARED_MEMORY), ""]
+        if "tensorflow-training" in only and not missing:
+            hvd_runs, mwms_runs = run_tensorflow_training(args.np, tmp, args.launch_pairs, args.repeats)
+            lines += [*tensorflow_training_table(hvd_runs, mwms_runs), ""]
     text = "\n".join(lines)
     print(text)
     if args.markdown:
