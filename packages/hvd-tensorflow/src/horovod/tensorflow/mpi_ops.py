@@ -207,7 +207,31 @@ def raw_alltoall(
 # --- the differentiable collectives --------------------------------------------------------------
 
 
+def _tape_check() -> Callable[[], bool] | None:
+    """TensorFlow's own "is any gradient tape active?" (internal: its public API has no such
+    question); None where a release lacks it, and then every eager collective may be recorded."""
+    try:
+        from tensorflow.python.eager import record
+    except ImportError:
+        return None
+    check = getattr(record, "could_possibly_record", None)
+    return check if callable(check) else None
+
+
+_could_record = _tape_check()
+
+
+def _may_record() -> bool:
+    """False only when running eagerly with no gradient tape active: then a collective needs no
+    gradient, and building tf.custom_gradient's wrapper (about 160 us a call, measured) is skipped.
+    Graphs always get the gradient (tf.gradients needs no tape)."""
+    return bridge.in_graph() or _could_record is None or bool(_could_record())
+
+
 def _differentiable(forward: Callable[[tf.Tensor], tf.Tensor], backward: Callable[[tf.Tensor], tf.Tensor]) -> Any:
+    if not _may_record():
+        return forward
+
     @tf.custom_gradient  # type: ignore[untyped-decorator]  # (TensorFlow ships no type information)
     def fn(x: tf.Tensor) -> Any:
         return forward(x), backward
@@ -236,6 +260,9 @@ def allreduce_tensor(
 
 
 def _grouped_differentiable(forward: Callable[[list[tf.Tensor]], list[tf.Tensor]], backward: Any) -> Any:
+    if not _may_record():
+        return lambda *xs: forward(list(xs))
+
     @tf.custom_gradient  # type: ignore[untyped-decorator]  # (TensorFlow ships no type information)
     def fn(*xs: tf.Tensor) -> Any:
         def grad(*dys: tf.Tensor) -> list[tf.Tensor]:
