@@ -94,15 +94,21 @@ def case_allgather_broadcast(mode: str) -> None:
         inputs = [contribution(r, (rows[r], 2), dtype) for r in range(n)]
         root = n - 1
 
-        def build(x: tf.Tensor) -> Any:
-            gathered = hvd.allgather(x, name=f"ag.{dtype}")  # noqa: B023  (run at once, in the loop)
-            grouped = hvd.grouped_allgather([x, x[:1]], name=f"gag.{dtype}")  # noqa: B023
-            return gathered, grouped, hvd.broadcast(x[:1], root_rank=root, name=f"bc.{dtype}")  # noqa: B023
-
-        gathered, grouped, broadcast = run_in_mode(mode, build, inputs[rank])
+        gathered, grouped, broadcast = run_in_mode(mode, _gather_and_broadcast(dtype, root), inputs[rank])
         assert_close(gathered, np.concatenate(inputs), dtype, f"{mode} allgather {dtype}")
         assert_close(grouped[1], np.concatenate([x[:1] for x in inputs]), dtype, f"{mode} grouped allgather")
         assert_close(broadcast, inputs[root][:1], dtype, f"{mode} broadcast {dtype}")
+
+
+def _gather_and_broadcast(dtype: str, root: int) -> Any:
+    """The collectives of case_allgather_broadcast for one dtype, named after it."""
+
+    def build(x: tf.Tensor) -> Any:
+        gathered = hvd.allgather(x, name=f"ag.{dtype}")
+        grouped = hvd.grouped_allgather([x, x[:1]], name=f"gag.{dtype}")
+        return gathered, grouped, hvd.broadcast(x[:1], root_rank=root, name=f"bc.{dtype}")
+
+    return build
 
 
 def case_alltoall_reducescatter(mode: str) -> None:

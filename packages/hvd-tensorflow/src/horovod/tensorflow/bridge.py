@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 import tensorflow as tf
-from horovod.common.framework_api import synchronize
+from horovod.common.framework_api import NumpyAdapter, synchronize
 
 #: submit(arrays) -> engine handles, one or more per call; finish(results) -> the output arrays.
 Submit = Callable[[list[np.ndarray]], list[int]]
@@ -146,6 +146,17 @@ def _array(tensor: tf.Tensor) -> np.ndarray:
 #: TensorFlow's CPU kernels require their buffers aligned to this (a tensor imported through DLPack
 #: unaligned is accepted, and the first kernel that reads it aborts the process: measured).
 TF_ALIGNMENT = 64
+
+
+class AlignedArrays(NumpyAdapter):
+    """hvd-core's numpy adapter with outputs the bridge can hand to TensorFlow without a copy:
+    numpy aligns to 16 bytes, TensorFlow needs TF_ALIGNMENT (measured: a 64 MiB allreduce's result
+    was copied, 9 ms of its 16)."""
+
+    def empty_like(self, array: np.ndarray) -> np.ndarray:
+        raw = np.empty(array.nbytes + TF_ALIGNMENT, np.uint8)
+        start = -raw.ctypes.data % TF_ALIGNMENT
+        return raw[start : start + array.nbytes].view(array.dtype).reshape(array.shape)
 
 
 def _tensor(array: np.ndarray) -> tf.Tensor:

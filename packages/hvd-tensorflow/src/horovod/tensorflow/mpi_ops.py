@@ -23,7 +23,6 @@ from horovod.common.framework_api import (
     Adasum,
     Average,
     Collectives,
-    NumpyAdapter,
     ProcessSet,
     Sum,
     global_process_set,
@@ -33,7 +32,7 @@ from horovod.common.framework_api import (
 from horovod.tensorflow import bridge
 
 #: hvd-core's collectives on numpy arrays: what TensorFlow tensors cross as.
-numpy_collectives = Collectives(NumpyAdapter())
+numpy_collectives = Collectives(bridge.AlignedArrays())
 
 
 def _normalize_name(name: str) -> str:
