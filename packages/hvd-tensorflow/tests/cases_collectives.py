@@ -257,3 +257,26 @@ class pytest_raises:
         if kind is None:
             raise AssertionError(f"expected {self.kind.__name__} mentioning {self.fragment!r}")
         return issubclass(kind, self.kind) and self.fragment in str(error)
+
+
+def case_basics_and_timeline() -> None:
+    """The job questions Horovod's TF users ask, and a timeline that records a named allreduce."""
+    import json
+    import os
+    import tempfile
+
+    hvd.init()
+    n, rank = hvd.size(), hvd.rank()
+    assert (hvd.local_size(), hvd.local_rank()) == (n, rank), (hvd.local_size(), hvd.local_rank())
+    assert (hvd.cross_size(), hvd.cross_rank(), hvd.is_homogeneous()) == (1, 0, True)
+    assert hvd.gloo_built() and hvd.gloo_enabled() and not hvd.nccl_built() and not hvd.cuda_built()
+    assert isinstance(hvd.mpi_threads_supported(), bool) and not hvd.mpi_enabled()
+    with tempfile.TemporaryDirectory() as directory:  # rank 0 writes the timeline, into its own
+        path = os.path.join(directory, "timeline.json")
+        hvd.start_timeline(path)
+        hvd.allreduce(tf.ones([4]), name="timeline.tensor")
+        hvd.stop_timeline()
+        if rank == 0:
+            with open(path) as f:
+                events = json.load(f)
+            assert any(event.get("args", {}).get("name") == "timeline.tensor" for event in events), events[:5]

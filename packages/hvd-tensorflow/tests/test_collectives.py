@@ -40,6 +40,7 @@ CALLS: list[Call] = [
     ],
     ("process_sets", collectives.case_process_sets, ()),
     ("objects", collectives.case_objects, ()),
+    ("basics_and_timeline", collectives.case_basics_and_timeline, ()),
     ("partial_tape_and_options", training.case_partial_tape_and_options, ()),
     ("v1_optimizer", training.case_v1_optimizer, (1,)),
     ("v1_optimizer-backward_passes_2", training.case_v1_optimizer, (2,)),
