@@ -47,6 +47,12 @@ Submit = Callable[[list[np.ndarray]], list[int]]
 Finish = Callable[[list[Any]], list[np.ndarray]]
 
 
+def as_tensor(value: Any) -> tf.Tensor:
+    """``value`` as a tensor; a tensor itself as it is (``tf.convert_to_tensor`` costs a few us even
+    then, measured: the internal collectives call this on what the public ones converted already)."""
+    return value if isinstance(value, tf.Tensor) else tf.convert_to_tensor(value)
+
+
 def in_graph() -> bool:
     """True while building a graph (tracing a tf.function, or tf.compat.v1 graph mode)."""
     return not tf.executing_eagerly()
@@ -155,14 +161,14 @@ class AlignedArrays(NumpyAdapter):
 
     def empty_like(self, array: np.ndarray) -> np.ndarray:
         raw = np.empty(array.nbytes + TF_ALIGNMENT, np.uint8)
-        start = -raw.ctypes.data % TF_ALIGNMENT
-        return raw[start : start + array.nbytes].view(array.dtype).reshape(array.shape)
+        start = -raw.__array_interface__["data"][0] % TF_ALIGNMENT
+        return np.ndarray(array.shape, array.dtype, buffer=raw, offset=start)
 
 
 def _tensor(array: np.ndarray) -> tf.Tensor:
     """An engine's result as a tensor sharing its memory where TensorFlow can use it in place
     (aligned; large results are, starting on a page); a copy otherwise, and for bfloat16."""
-    if array.ctypes.data % TF_ALIGNMENT == 0:
+    if array.__array_interface__["data"][0] % TF_ALIGNMENT == 0:
         try:
             return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
         except (TypeError, ValueError, BufferError):  # bfloat16, which DLPack lacks

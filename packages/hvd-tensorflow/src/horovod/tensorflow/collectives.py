@@ -12,7 +12,7 @@ from typing import Any
 import tensorflow as tf
 from horovod.common import framework_api as api
 from horovod.common.framework_api import Average, ProcessSet, Sum, global_process_set
-from horovod.tensorflow import mpi_ops
+from horovod.tensorflow import bridge, mpi_ops
 from horovod.tensorflow.compression import Compression
 from horovod.tensorflow.mpi_ops import engine_name
 from horovod.tensorflow.variables import tf_variable
@@ -56,7 +56,7 @@ def allreduce(
     mpi_ops.check_op(op, "allreduce")
     if isinstance(tensor, tf.IndexedSlices):
         return sparse_allreduce(tensor, engine_name("allreduce", name, ignore_name_scope), op, process_set)
-    tensor = tf.convert_to_tensor(tensor)
+    tensor = bridge.as_tensor(tensor)
     compressed, ctx = compression.compress(tensor)
     reduced = mpi_ops.allreduce_tensor(
         compressed,

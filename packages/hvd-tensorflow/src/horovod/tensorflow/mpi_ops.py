@@ -94,7 +94,7 @@ def raw_allreduce(
     by the engine as usual.
     """
     check_op(op, "allreduce")
-    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    tensors = [bridge.as_tensor(t) for t in tensors]
     if not tensors:
         return []
     grouped = [list(range(len(tensors)))] if group else [list(g) for g in groups]
@@ -125,7 +125,7 @@ def raw_allreduce(
 
 
 def raw_allgather(tensors: Sequence[tf.Tensor], names: Sequence[str], process_set: ProcessSet) -> list[tf.Tensor]:
-    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    tensors = [bridge.as_tensor(t) for t in tensors]
 
     def submit(arrays: list[np.ndarray]) -> list[int]:
         return [
@@ -140,7 +140,7 @@ def raw_allgather(tensors: Sequence[tf.Tensor], names: Sequence[str], process_se
 def raw_broadcast(
     tensors: Sequence[tf.Tensor], names: Sequence[str], root_rank: int, process_set: ProcessSet
 ) -> list[tf.Tensor]:
-    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    tensors = [bridge.as_tensor(t) for t in tensors]
 
     def submit(arrays: list[np.ndarray]) -> list[int]:
         return [
@@ -162,7 +162,7 @@ def raw_reducescatter(
 ) -> list[tf.Tensor]:
     if op not in (Average, Sum):
         raise ValueError(f"reducescatter supports op=hvd.Average and op=hvd.Sum, got op={op}")
-    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    tensors = [bridge.as_tensor(t) for t in tensors]
     pre, post = float(prescale_factor), float(postscale_factor)
 
     def submit(arrays: list[np.ndarray]) -> list[int]:
@@ -180,7 +180,7 @@ def raw_reducescatter(
 def raw_alltoall(
     tensor: tf.Tensor, splits: tf.Tensor | None, name: str, process_set: ProcessSet
 ) -> tuple[tf.Tensor, tf.Tensor]:
-    tensor = tf.convert_to_tensor(tensor)
+    tensor = bridge.as_tensor(tensor)
     inputs = [tensor] if splits is None else [tensor, tf.cast(tf.convert_to_tensor(splits), tf.int32)]
 
     def submit(arrays: list[np.ndarray]) -> list[int]:
