@@ -99,7 +99,10 @@ def _burst_beside_a_parked_thread(count: int) -> tuple[int, int]:
 
 
 def test_a_burst_is_negotiated_whole_beside_a_thread_blocked_on_earlier_work() -> None:
-    env = {"HOROVOD_CPU_OPERATIONS": "gloo", "OMP_NUM_THREADS": "1", "HOROVOD_CYCLE_TIME": "200"}
+    # An engine negotiates a burst once its caller waits, or one cycle time after the burst began:
+    # the cycle time must outlast a submitting rank that the machine deschedules mid-burst (200 ms
+    # did not, once, on two busy cores). It adds no wait here: every rank's caller waits at once.
+    env = {"HOROVOD_CPU_OPERATIONS": "gloo", "OMP_NUM_THREADS": "1", "HOROVOD_CYCLE_TIME": "2000"}
     for before, after in horovod.run(_burst_beside_a_parked_thread, args=(50,), np=2, env=env, start_timeout=120):
         assert after - before == 1, (before, after)
 
