@@ -162,7 +162,8 @@ class AlignedArrays(NumpyAdapter):
     def empty_like(self, array: np.ndarray) -> np.ndarray:
         raw = np.empty(array.nbytes + TF_ALIGNMENT, np.uint8)
         start = -raw.__array_interface__["data"][0] % TF_ALIGNMENT
-        return np.ndarray(array.shape, array.dtype, buffer=raw, offset=start)
+        aligned: np.ndarray = np.ndarray(array.shape, array.dtype, buffer=raw, offset=start)
+        return aligned
 
 
 def _tensor(array: np.ndarray) -> tf.Tensor:
