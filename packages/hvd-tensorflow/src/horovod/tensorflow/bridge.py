@@ -38,8 +38,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-
 import tensorflow as tf
+
 from horovod.common.framework_api import NumpyAdapter, synchronize
 
 #: submit(arrays) -> engine handles, one or more per call; finish(results) -> the output arrays.
@@ -106,11 +106,11 @@ def blocking(fn: Callable[[], int], name: str) -> tf.Tensor:
     if not in_graph():
         return tf.constant(fn(), dtype=tf.int32)
 
-    def call(_: np.ndarray) -> list[np.ndarray]:
+    def call(*_: np.ndarray) -> list[np.ndarray]:
         return [np.int32(fn())]
 
     if in_function():
-        result = tf.numpy_function(lambda: np.int32(fn()), [], tf.int32, stateful=True, name=name)
+        result = tf.numpy_function(call, [], [tf.int32], stateful=True, name=name)[0]
     else:
         result = _wait_off_the_executor(call, tf.zeros([0], tf.int64), [tf.int32], name)[0]
     result.set_shape([])

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import tensorflow as tf
+
 from horovod.common import framework_api as api
 from horovod.common.framework_api import Average, ProcessSet, Sum, global_process_set
 from horovod.tensorflow import bridge, mpi_ops

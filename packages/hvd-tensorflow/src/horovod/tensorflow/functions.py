@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import tensorflow as tf
+
 from horovod.common import framework_api as api
 from horovod.common.framework_api import ProcessSet, global_process_set
 from horovod.tensorflow import collectives

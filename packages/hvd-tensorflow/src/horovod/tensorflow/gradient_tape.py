@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import tensorflow as tf
+
 from horovod.common import framework_api as api
 from horovod.common.framework_api import Average, ProcessSet, global_process_set
 from horovod.tensorflow.compression import Compression

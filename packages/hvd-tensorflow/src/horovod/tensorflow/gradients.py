@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import tensorflow as tf
+
 from horovod.common import framework_api as api
 from horovod.common.framework_api import Average, ProcessSet, Sum
 from horovod.tensorflow import collectives, mpi_ops

@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-
 import tensorflow as tf
+
 from horovod.common import framework_api as api
 from horovod.common.framework_api import (
     Adasum,

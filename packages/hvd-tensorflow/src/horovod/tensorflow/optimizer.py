@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import tensorflow as tf
+
 from horovod.common.framework_api import Average, ProcessSet, global_process_set
 from horovod.tensorflow.compression import Compression
 from horovod.tensorflow.gradients import GradientReducer

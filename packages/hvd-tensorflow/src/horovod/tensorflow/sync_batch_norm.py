@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import keras
-
 import tensorflow as tf
+
 from horovod.common.framework_api import ProcessSet, Sum, global_process_set
 from horovod.tensorflow import mpi_ops
 
