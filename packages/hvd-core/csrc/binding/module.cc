@@ -15,4 +15,5 @@ NB_MODULE(_core, m) {
   BindEngineConfig(m);
   BindHandle(m);
   BindEngine(m);
+  BindFrameworkEntry(m);
 }

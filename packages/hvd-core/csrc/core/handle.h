@@ -48,7 +48,12 @@ class CallerBell {
 
 class HandleState {
  public:
-  explicit HandleState(std::shared_ptr<CallerBell> bell = nullptr) : bell_(std::move(bell)) {}
+  // Called once, on the engine's thread, right after completion (results and status are set): how
+  // native framework kernels (binding/framework_entry.cc) learn of it without a thread waiting.
+  using OnComplete = std::function<void(HandleState&)>;
+
+  explicit HandleState(std::shared_ptr<CallerBell> bell = nullptr, OnComplete on_complete = nullptr)
+      : bell_(std::move(bell)), on_complete_(std::move(on_complete)) {}
   bool poll() const { return done_.load(std::memory_order_acquire); }
   // Blocks until done; callers release the GIL first.
   void Wait() {
@@ -60,13 +65,26 @@ class HandleState {
     }
     if (bell_) bell_->CallerResumes();
   }
+  // An operation awaited by its completion callback counts as a blocked caller until it completes:
+  // native framework kernels hold no thread while they wait, but their caller (a tf.function, say)
+  // waits all the same, so the engine cycles as it does for a caller blocked in Wait(). Called by
+  // the engine once the operation is queued (the bell wakes the loop, which must not be locked).
+  void CountAsWaiting() {
+    int expected = kNotCounted;
+    if (bell_ && on_complete_ && waiting_.compare_exchange_strong(expected, kCounted)) bell_->CallerBlocks();
+  }
+
   void Complete(Status status) {
+    // Before the callback: it may submit more (a kernel that TensorFlow runs inline), and those
+    // must see this caller counted out.
+    if (waiting_.exchange(kCompleted) == kCounted) bell_->CallerResumes();
     {
       std::lock_guard<std::mutex> lk(mu_);
       status_ = std::move(status);
       done_.store(true, std::memory_order_release);
     }
     cv_.notify_all();
+    if (on_complete_) on_complete_(*this);
   }
   const Status& status() const { return status_; }
 
@@ -79,6 +97,9 @@ class HandleState {
 
  private:
   std::shared_ptr<CallerBell> bell_;
+  OnComplete on_complete_;
+  enum { kNotCounted, kCounted, kCompleted };
+  std::atomic<int> waiting_{kNotCounted};
   std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<bool> done_{false};

@@ -156,7 +156,7 @@ ProcessSet* Engine::FindSet(int32_t id) {
   return it->second.get();
 }
 
-std::shared_ptr<HandleState> Engine::Enqueue(std::unique_ptr<TensorEntry> e) {
+std::shared_ptr<HandleState> Engine::Enqueue(std::unique_ptr<TensorEntry> e, HandleState::OnComplete on_complete) {
   std::unique_lock<std::mutex> lk(mu_);
   if (!running_) {
     throw StatusError{Status::Aborted(stop_status_.ok() ? "Horovod is not running: call hvd.init() first"
@@ -182,7 +182,7 @@ std::shared_ptr<HandleState> Engine::Enqueue(std::unique_ptr<TensorEntry> e) {
                                               std::to_string(ps->id) +
                                               "; names of operations in flight must be unique")};
   }
-  auto handle = std::make_shared<HandleState>(bell_);
+  auto handle = std::make_shared<HandleState>(bell_, std::move(on_complete));
   e->handle = handle;
   e->enqueued_us = NowMicros();
   // Only the first of a burst wakes the loop, which then waits for the rest (AwaitWork), and only
@@ -198,6 +198,7 @@ std::shared_ptr<HandleState> Engine::Enqueue(std::unique_ptr<TensorEntry> e) {
   queue_.push_back(std::move(e));
   lk.unlock();
   if (wake) cv_.notify_one();  // a busy loop drains the queue at its next cycle anyway
+  handle->CountAsWaiting();    // an operation awaited by a callback: its caller waits now
   return handle;
 }
 

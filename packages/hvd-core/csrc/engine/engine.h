@@ -71,7 +71,9 @@ class Engine {
   bool running();
 
   // Submits an operation. Throws StatusError (kInvalidArgument for misuse, kAborted when stopped).
-  std::shared_ptr<HandleState> Enqueue(std::unique_ptr<TensorEntry> entry);
+  // `on_complete`, if given, is called on the engine's thread when the operation completes.
+  std::shared_ptr<HandleState> Enqueue(std::unique_ptr<TensorEntry> entry,
+                                       HandleState::OnComplete on_complete = nullptr);
   std::shared_ptr<HandleState> AddProcessSet(std::vector<int32_t> ranks);
   std::shared_ptr<HandleState> RemoveProcessSet(int32_t id);
   std::vector<ProcessSetInfo> ProcessSets();

@@ -51,6 +51,7 @@ from horovod.common.collectives import (
     Sum,
     TensorAdapter,
     barrier,
+    group_key,
     handle_average_backwards_compatibility,
     join,
     poll,
@@ -70,13 +71,25 @@ from horovod.common.process_sets import (
 
 #: The version of this API: the major changes when a name is removed or changes meaning, the minor
 #: when names are added (1.1: ``NumpyAdapter``, for frameworks whose tensors cross as numpy arrays;
-#: ``broadcast_object`` and ``allgather_object``, written once for every framework).
-API_VERSION = (1, 1)
+#: ``broadcast_object`` and ``allgather_object``, written once for every framework. 1.2:
+#: ``native_entry`` and ``group_key``, for framework kernels that submit from native code).
+API_VERSION = (1, 2)
 
 #: Device kinds a tensor adapter reports in ``describe`` (``DTYPE_CODES`` maps dtype names, such as
 #: ``"float32"`` or ``"bfloat16"``, to the engine's dtype codes).
 DEVICE_CPU: int = _core.DEVICE_CPU
 DEVICE_CUDA: int = _core.DEVICE_CUDA
+
+
+def native_entry() -> Any:
+    """The C entry point for native framework code (``horovod/hvd_framework.h`` under
+    ``horovod.common.get_include()``): a capsule named ``horovod.hvd_framework_v1`` holding the
+    address of a static ``hvd_framework_v1`` table. Its calls reach the engine of this process's
+    ``init()``, whichever that is at the time of the call.
+
+    .. versionadded:: 0.2
+    """
+    return _core.framework_entry()
 
 
 def require_initialized() -> None:
@@ -157,6 +170,7 @@ __all__ = [
     "current_instance",
     "ddl_built",
     "global_process_set",
+    "group_key",
     "gloo_built",
     "gloo_enabled",
     "handle_average_backwards_compatibility",
@@ -169,6 +183,7 @@ __all__ = [
     "mpi_built",
     "mpi_enabled",
     "mpi_threads_supported",
+    "native_entry",
     "nccl_built",
     "poll",
     "process_set_id",

@@ -56,8 +56,7 @@ def init(comm: Sequence[int] | Any | None = None, process_sets: Sequence[Any] | 
         if slot.context is not None and slot.context.engine.running:
             return
         if slot.context is not None:  # stopped after a failure: release it before starting again
-            slot.context.shutdown()
-            slot.context = None
+            _end(slot, slot.context)
         launch = slot.launch or launch_from_environment()
         env = dict(launch.env)
         if process_sets == "dynamic":
@@ -85,6 +84,8 @@ def init(comm: Sequence[int] | Any | None = None, process_sets: Sequence[Any] | 
         for ps_id, ps in enumerate(static_sets, start=1):
             ps.process_set_id = ps_id
         slot.context = Context(engine, topology, spec.name, job)
+        if slot is state.process_slot:  # native framework kernels submit to the process's engine
+            _core.publish_engine(engine)
         if comm is not None and world_backend is None:  # a sub-world's hosts are known by asking its members
             slot.context.topology = _gathered_topology(env, topology)
         if slot is state.process_slot:
@@ -214,5 +215,15 @@ def shutdown() -> None:
     if ctx is None:
         return
     get_plugin_manager().before_shutdown()
+    _end(slot, ctx)
+
+
+def _end(slot: state.Slot, ctx: Context) -> None:
+    """Stops ``ctx``'s engine and forgets the instance; native framework kernels are told first, so
+    that they submit to no engine (and say Horovod is not running) rather than to a stopped one."""
+    from horovod.common import _core
+
+    if slot is state.process_slot:
+        _core.publish_engine(None)
     slot.context = None
     ctx.shutdown()

@@ -42,6 +42,7 @@ _SUBMODULES = (
     "gradient_tape",
     "gradients",
     "mpi_ops",
+    "native",
     "optimizer",
     "sync_batch_norm",
     "util",

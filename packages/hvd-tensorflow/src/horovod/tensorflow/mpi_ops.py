@@ -1,7 +1,7 @@
 """Horovod's TensorFlow collectives, with the gradients Horovod defines.
 
-Every collective runs through :mod:`horovod.tensorflow.bridge` (eagerly, or as a submit op and a
-wait op inside graphs) on hvd-core's numpy collectives. The differentiable forms use
+Every collective runs through :mod:`horovod.tensorflow.bridge`: eagerly on hvd-core's numpy
+collectives, inside graphs as one of hvd's asynchronous kernels (:mod:`horovod.tensorflow.native`). The differentiable forms use
 ``tf.custom_gradient``, so ``tf.GradientTape`` and ``tf.gradients`` see Horovod's gradients:
 allreduce -> the same allreduce of the gradient; allgather -> Average allreduce of the gradient,
 then this rank's rows; broadcast -> Average allreduce of the gradient on the root, zeros elsewhere;
@@ -26,10 +26,12 @@ from horovod.common.framework_api import (
     ProcessSet,
     Sum,
     global_process_set,
+    group_key,
     handle_average_backwards_compatibility,
+    process_set_id,
     synchronize,
 )
-from horovod.tensorflow import bridge
+from horovod.tensorflow import bridge, native
 
 #: hvd-core's collectives on numpy arrays: what TensorFlow tensors cross as.
 numpy_collectives = Collectives(bridge.AlignedArrays())
@@ -87,7 +89,8 @@ def raw_allreduce(
     group: bool = False,
     groups: Sequence[Sequence[int]] = (),
 ) -> list[tf.Tensor]:
-    """Allreduces ``tensors`` in one call (one submit op in a graph), each under its name.
+    """Allreduces ``tensors`` in one call (in a graph: one op per group, one for the rest), each
+    under its name.
 
     ``group``: all of them as one engine group (negotiated and run together); ``groups``: lists of
     indices each submitted as one group (the rest individually). Individual allreduces are fused
@@ -99,6 +102,7 @@ def raw_allreduce(
         return []
     grouped = [list(range(len(tensors)))] if group else [list(g) for g in groups]
     in_group = {i for g in grouped for i in g}
+    single = [i for i in range(len(tensors)) if i not in in_group]
     pre, post = float(prescale_factor), float(postscale_factor)
 
     def submit(arrays: list[np.ndarray]) -> list[int]:
@@ -114,14 +118,36 @@ def raw_allreduce(
             )
             for i, h in zip(indices, parts, strict=True):
                 handles[i] = h
-        for i, array in enumerate(arrays):
-            if i not in in_group:
-                handles[i] = numpy_collectives.submit_allreduce(array, names[i], op, pre, post, process_set)
+        for i in single:
+            handles[i] = numpy_collectives.submit_allreduce(arrays[i], names[i], op, pre, post, process_set)
         return handles
 
-    return bridge.run(
-        tensors, submit, list, [t.dtype for t in tensors], [t.shape for t in tensors], names[0] if names else "ar"
-    )
+    def graph_op(xs: list[tf.Tensor]) -> list[tf.Tensor]:
+        outputs: list[tf.Tensor] = [xs[0]] * len(xs)
+        calls = [(indices, *_group_of(names[indices[0]], len(indices))) for indices in grouped]
+        if single:
+            calls.append((single, [names[i] for i in single], -1))
+        for indices, op_names, group_id in calls:
+            reduced = native.ops().hvd_allreduce(
+                [xs[i] for i in indices],
+                names=op_names,
+                reduce_op=op,
+                prescale=pre,
+                postscale=post,
+                process_set=process_set_id(process_set),
+                group_id=group_id,
+            )
+            for i, out in zip(indices, reduced, strict=True):
+                outputs[i] = out
+        return outputs
+
+    return bridge.run(tensors, submit, list, graph_op, [t.shape for t in tensors])
+
+
+def _group_of(base: str, count: int) -> tuple[list[str], int]:
+    """The engine's names of a group's members and its id, as hvd-core's grouped collectives give
+    them (``<base>.<i>``, an id derived from ``base``)."""
+    return [f"{base}.{i}" for i in range(count)], group_key(base)
 
 
 def raw_allgather(tensors: Sequence[tf.Tensor], names: Sequence[str], process_set: ProcessSet) -> list[tf.Tensor]:
@@ -133,8 +159,10 @@ def raw_allgather(tensors: Sequence[tf.Tensor], names: Sequence[str], process_se
             for a, n in zip(arrays, names, strict=True)
         ]
 
-    shapes = [_leading_unknown(t.shape) for t in tensors]
-    return bridge.run(tensors, submit, list, [t.dtype for t in tensors], shapes, names[0])
+    def graph_op(xs: list[tf.Tensor]) -> list[tf.Tensor]:
+        return list(native.ops().hvd_allgather(xs, names=list(names), process_set=process_set_id(process_set)))
+
+    return bridge.run(tensors, submit, list, graph_op, [_leading_unknown(t.shape) for t in tensors])
 
 
 def raw_broadcast(
@@ -148,7 +176,14 @@ def raw_broadcast(
             for a, n in zip(arrays, names, strict=True)
         ]
 
-    return bridge.run(tensors, submit, list, [t.dtype for t in tensors], [t.shape for t in tensors], names[0])
+    def graph_op(xs: list[tf.Tensor]) -> list[tf.Tensor]:
+        return list(
+            native.ops().hvd_broadcast(
+                xs, names=list(names), root_rank=int(root_rank), process_set=process_set_id(process_set)
+            )
+        )
+
+    return bridge.run(tensors, submit, list, graph_op, [t.shape for t in tensors])
 
 
 def raw_reducescatter(
@@ -173,32 +208,48 @@ def raw_reducescatter(
             for a, n in zip(arrays, names, strict=True)
         ]
 
-    shapes = [_leading_unknown(t.shape) for t in tensors]
-    return bridge.run(tensors, submit, list, [t.dtype for t in tensors], shapes, names[0])
+    def graph_op(xs: list[tf.Tensor]) -> list[tf.Tensor]:
+        op_names, group_id = _group_of(names[0], len(xs)) if group else (list(names), -1)
+        return list(
+            native.ops().hvd_reducescatter(
+                xs,
+                names=op_names,
+                reduce_op=op,
+                prescale=pre,
+                postscale=post,
+                process_set=process_set_id(process_set),
+                group_id=group_id,
+            )
+        )
+
+    return bridge.run(tensors, submit, list, graph_op, [_leading_unknown(t.shape) for t in tensors])
 
 
 def raw_alltoall(
     tensor: tf.Tensor, splits: tf.Tensor | None, name: str, process_set: ProcessSet
 ) -> tuple[tf.Tensor, tf.Tensor]:
     tensor = bridge.as_tensor(tensor)
-    inputs = [tensor] if splits is None else [tensor, tf.cast(tf.convert_to_tensor(splits), tf.int32)]
+    # An empty splits tensor asks for an even split (the kernels' convention).
+    split_tensor = tf.zeros([0], tf.int32) if splits is None else tf.cast(tf.convert_to_tensor(splits), tf.int32)
 
     def submit(arrays: list[np.ndarray]) -> list[int]:
-        split_list = None if len(arrays) == 1 else [int(s) for s in arrays[1].reshape(-1)]
+        split_list = [int(s) for s in arrays[1].reshape(-1)] or None
         return [numpy_collectives.alltoall_async(arrays[0], split_list, name=name, process_set=process_set)]
 
     def finish(results: list[Any]) -> list[np.ndarray]:
         received, received_splits = results[0]
         return [received, np.asarray(received_splits, dtype=np.int32)]
 
+    def graph_op(xs: list[tf.Tensor]) -> list[tf.Tensor]:
+        return list(native.ops().hvd_alltoall(xs[0], xs[1], names=[name], process_set=process_set_id(process_set)))
+
     size = process_set.size() if process_set.process_set_id else None
     out = bridge.run(
-        inputs,
+        [tensor, split_tensor],
         submit,
         finish,
-        [tensor.dtype, tf.int32],
+        graph_op,
         [_leading_unknown(tensor.shape), tf.TensorShape([size])],
-        name,
     )
     return out[0], out[1]
 
@@ -441,17 +492,22 @@ def process_set_included_op(process_set_id: int = 0, name: str | None = None) ->
 
 def join() -> tf.Tensor:
     """Declares this rank done until every rank has joined; returns the rank that joined last."""
-    return bridge.blocking(api.join, "HorovodJoin")
+    if not bridge.in_graph():
+        return tf.constant(api.join(), dtype=tf.int32)
+    return _scalar(native.ops().hvd_join())
 
 
 def barrier(process_set: ProcessSet = global_process_set) -> tf.Tensor:
     """Blocks until every rank of the process set has reached it (in a graph: when it runs)."""
-
-    def wait() -> int:
+    if not bridge.in_graph():
         api.barrier(process_set)
-        return 0
+        return tf.constant(0, dtype=tf.int32)
+    return _scalar(native.ops().hvd_barrier(process_set=process_set_id(process_set)))
 
-    return bridge.blocking(wait, "HorovodBarrier")
+
+def _scalar(tensor: tf.Tensor) -> tf.Tensor:
+    tensor.set_shape([])
+    return tensor
 
 
 __all__ = [

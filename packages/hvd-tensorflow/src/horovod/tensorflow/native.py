@@ -1,0 +1,54 @@
+"""hvd's TensorFlow kernels (``_native/libhvd_tf_kernels.so``): asynchronous ops on TensorFlow's
+stable C API that submit straight to hvd's engine, used wherever a graph runs collectives
+(inside ``tf.function`` and in ``tf.compat.v1`` graphs).
+
+Each op hands its tensors to the engine through hvd-core's C entry point and returns at once; the
+engine completes it from its own thread. No thread waits and no Python runs per collective, so
+every collective of a step is in flight together (the engine fuses them), and no order in which
+TensorFlow runs them can make two ranks wait on each other.
+
+The library is loaded on first use: ``ops()`` returns the Python wrappers that
+``tf.load_op_library`` generates for it (``hvd_allreduce``, ``hvd_allgather``, ``hvd_broadcast``,
+``hvd_reducescatter``, ``hvd_alltoall``, ``hvd_join``, ``hvd_barrier``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import pathlib
+from typing import Any
+
+import tensorflow as tf
+
+from horovod.common.framework_api import native_entry
+
+LIBRARY = pathlib.Path(__file__).parent / "_native" / "libhvd_tf_kernels.so"
+
+
+@functools.cache
+def ops() -> Any:
+    """The ops' Python module, with the library loaded and attached to hvd-core's engine entry."""
+    if not LIBRARY.exists():
+        raise ImportError(
+            f"hvd-tensorflow's kernel library is missing ({LIBRARY}): reinstall hvd-tensorflow from a wheel"
+        )
+    module = tf.load_op_library(str(LIBRARY))
+    # The same library TensorFlow has just opened (dlopen gives the loaded copy): hand it the entry.
+    attach = ctypes.CDLL(str(LIBRARY)).hvd_tf_attach
+    attach.argtypes = [ctypes.c_void_p]
+    attach.restype = ctypes.c_int
+    if attach(_capsule_address(native_entry())) != 0:
+        raise ImportError(
+            "hvd-tensorflow's kernels and hvd-core disagree on the engine entry's version: "
+            "install matching releases of hvd-core and hvd-tensorflow"
+        )
+    return module
+
+
+def _capsule_address(capsule: Any) -> int:
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    get_pointer.restype = ctypes.c_void_p
+    address: int = get_pointer(capsule, b"horovod.hvd_framework_v1")
+    return address
