@@ -91,8 +91,8 @@ void CollectiveCall::SubmitTensor(int index) {
   if (!ResultIsAllocatedByEngine(attrs_.op)) {
     // Allreduce and broadcast write into their output, which is the input itself when TensorFlow
     // can forward it (nothing else reads it): in place, as Horovod's kernels do.
-    TF_Tensor* output = TF_ForwardInputOrAllocateOutput(ctx_, &index, 1, index, shape.data(), (int)shape.size(),
-                                                        nullptr, st.s);
+    TF_Tensor* output =
+        TF_ForwardInputOrAllocateOutput(ctx_, &index, 1, index, shape.data(), (int)shape.size(), nullptr, st.s);
     if (!st.ok()) return Fail(TSL_INTERNAL, "tensor '" + name + "': " + st.message());
     {
       std::lock_guard<std::mutex> lk(mu_);

@@ -1,11 +1,14 @@
 // hvd's TensorFlow ops, registered with TensorFlow when it loads this library
 // (tf.load_op_library, which also generates their Python wrappers; horovod/tensorflow/native.py).
 //
-// The collectives are stateless: TensorFlow orders them only by their inputs, so a tf.function's
-// collectives are all in flight together, and its automatic control dependencies (which chain
-// stateful ops in program order, each waiting for the one before to finish) do not serialise
-// them. No order can deadlock two ranks, as no kernel holds a thread while it waits. Join and
-// barrier, which have no inputs, are stateful, so that they run each time and in program order.
+// Every op is stateful, as TensorFlow's own collectives are: Grappler never folds, merges or
+// reorders a stateful op, whereas a stateless collective of constants was evaluated by constant
+// folding while the graph was optimised, one op at a time, which deadlocked two ranks that had
+// built their collectives in different orders (and would replace a collective by its first
+// result). Inside a tf.function, automatic control dependencies chain stateful ops in program
+// order, each waiting for the one before to finish; horovod/tensorflow/native.py exempts the
+// collectives, as TensorFlow exempts its own, so that a step's collectives are in flight together.
+// No order can deadlock two ranks, as no kernel holds a thread while it waits.
 #include <cstdio>
 
 #include "kernels.h"
@@ -30,8 +33,6 @@ struct OpSpec {
   const char* inputs[2];
   const char* outputs[2];
   const char* attrs[8];
-  bool stateful;
-  void (*shape_fn)(TF_ShapeInferenceContext*, TF_Status*);
   void* (*create)(TF_OpKernelConstruction*);
   void (*compute)(void*, TF_OpKernelContext*, TF_AsyncOpKernelDoneCallback*);
 };
@@ -42,31 +43,35 @@ const OpSpec kOps[] = {
      {"outputs: T"},
      {"T: list(" HVD_TF_TYPES ") >= 1", "names: list(string)", "reduce_op: int", "prescale: float = 1.0",
       "postscale: float = 1.0", "process_set: int = 0", "group_id: int = -1"},
-     false, UnknownShapes, CreateAllreduce, ComputeTensors},
+     CreateAllreduce,
+     ComputeTensors},
     {"HvdAllgather",
      {"tensors: T"},
      {"outputs: T"},
      {"T: list(" HVD_TF_TYPES ") >= 1", "names: list(string)", "process_set: int = 0", "group_id: int = -1"},
-     false, UnknownShapes, CreateAllgather, ComputeTensors},
+     CreateAllgather,
+     ComputeTensors},
     {"HvdBroadcast",
      {"tensors: T"},
      {"outputs: T"},
      {"T: list(" HVD_TF_TYPES ") >= 1", "names: list(string)", "root_rank: int", "process_set: int = 0"},
-     false, UnknownShapes, CreateBroadcast, ComputeTensors},
+     CreateBroadcast,
+     ComputeTensors},
     {"HvdReducescatter",
      {"tensors: T"},
      {"outputs: T"},
      {"T: list(" HVD_TF_TYPES ") >= 1", "names: list(string)", "reduce_op: int", "prescale: float = 1.0",
       "postscale: float = 1.0", "process_set: int = 0", "group_id: int = -1"},
-     false, UnknownShapes, CreateReducescatter, ComputeTensors},
+     CreateReducescatter,
+     ComputeTensors},
     {"HvdAlltoall",
      {"tensor: T", "splits: int32"},
      {"received: T", "received_splits: int32"},
      {"T: " HVD_TF_TYPES, "names: list(string)", "process_set: int = 0"},
-     false, UnknownShapes, CreateAlltoall, ComputeAlltoall},
-    {"HvdJoin", {}, {"last_joined: int32"}, {}, true, UnknownShapes, CreateJoin, ComputeTensorFree},
-    {"HvdBarrier", {}, {"done: int32"}, {"process_set: int = 0"}, true, UnknownShapes, CreateBarrier,
-     ComputeTensorFree},
+     CreateAlltoall,
+     ComputeAlltoall},
+    {"HvdJoin", {}, {"last_joined: int32"}, {}, CreateJoin, ComputeTensorFree},
+    {"HvdBarrier", {}, {"done: int32"}, {"process_set: int = 0"}, CreateBarrier, ComputeTensorFree},
 };
 
 bool Register(const OpSpec& spec, TF_Status* status) {
@@ -77,10 +82,9 @@ bool Register(const OpSpec& spec, TF_Status* status) {
     if (output) TF_OpDefinitionBuilderAddOutput(op, output);
   for (const char* attr : spec.attrs)
     if (attr) TF_OpDefinitionBuilderAddAttr(op, attr);
-  // Only ever called to make an op stateful: TensorFlow's C API ignores the flag's value and makes
-  // the op stateful whatever it is (TF 2.21), which would chain a tf.function's collectives.
-  if (spec.stateful) TF_OpDefinitionBuilderSetIsStateful(op, true);
-  TF_OpDefinitionBuilderSetShapeInferenceFunction(op, spec.shape_fn);
+  // (TensorFlow's C API ignores the flag's value: any call makes the op stateful, in TF 2.21.)
+  TF_OpDefinitionBuilderSetIsStateful(op, true);
+  TF_OpDefinitionBuilderSetShapeInferenceFunction(op, UnknownShapes);
   TF_RegisterOpDefinition(op, status);  // takes the builder
   if (TF_GetCode(status) != TSL_OK) return false;
   TF_KernelBuilder* kernel = TF_NewAsyncKernelBuilder(spec.name, "CPU", spec.create, spec.compute, DeleteAttrs);

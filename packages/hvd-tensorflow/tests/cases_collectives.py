@@ -219,6 +219,55 @@ def case_objects() -> None:
     assert [broadcast(rank * i) for i in range(3)] == [0, 0, 0]
 
 
+def case_any_order(mode: str) -> None:
+    """Each rank builds the same 40 collectives in another order (reversed on odd ranks): in a graph
+    nothing TensorFlow's executor does may make two ranks wait on each other. Inside a tf.function
+    this also shows they are in flight together: run one after another in program order, opposite
+    orders would deadlock, and the stall shutdown would fail the case."""
+    hvd.init()
+    n, rank = hvd.size(), hvd.rank()
+    count = 40
+    order = list(range(count)) if rank % 2 == 0 else list(reversed(range(count)))
+
+    def build(x: tf.Tensor) -> list[tf.Tensor]:
+        outs: dict[int, tf.Tensor] = {}
+        for i in order:
+            shifted = x + float(i)
+            if i % 4 == 0:
+                outs[i] = hvd.allgather(shifted, name=f"order.{i}")
+            else:
+                outs[i] = hvd.allreduce(shifted, op=hvd.Sum, name=f"order.{i}")
+        return [outs[i] for i in range(count)]
+
+    results = run_in_mode(mode, build, np.full([2], float(rank), np.float32))
+    for i, result in enumerate(results):
+        if i % 4 == 0:
+            expected = np.concatenate([np.full([2], r + i, np.float64) for r in range(n)])
+        else:
+            expected = np.full([2], sum(range(n)) + n * i, np.float64)
+        assert_close(result, expected, "float32", f"{mode} order.{i}")
+
+
+def case_kernels_follow_shutdown_and_init() -> None:
+    """A traced collective reaches whichever engine init() started last; between shutdown() and
+    init() it raises, saying Horovod is not running, instead of reaching a stopped engine."""
+    hvd.init()
+    n = hvd.size()
+    reduce_fn = tf.function(lambda x: hvd.allreduce(x, op=hvd.Sum, name="restart"))
+    x = tf.ones([2])
+    assert reduce_fn(x).numpy().tolist() == [float(n)] * 2
+    hvd.barrier()
+    hvd.shutdown()
+    try:
+        reduce_fn(x)
+    except tf.errors.AbortedError as error:
+        assert "not running" in str(error) and "hvd.init()" in str(error), error
+    else:
+        raise AssertionError("a collective after shutdown() did not raise")
+    hvd.init()
+    assert reduce_fn(x).numpy().tolist() == [float(n)] * 2
+
+
 def case_mismatches(mode: str) -> None:
     """A disagreement raises on every rank (eagerly hvd's error; from a graph TensorFlow's OpError
     carrying hvd's message), naming the tensor; the engine stays healthy."""

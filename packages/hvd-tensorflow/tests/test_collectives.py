@@ -38,6 +38,8 @@ CALLS: list[Call] = [
         for case in EAGER_AND_FUNCTION
         for mode in ("eager", "function")
     ],
+    # Eagerly collectives run one at a time, in program order (Horovod's rule): graphs only.
+    *[(f"any_order-{mode}", collectives.case_any_order, (mode,)) for mode in ("function", "graph")],
     ("process_sets", collectives.case_process_sets, ()),
     ("objects", collectives.case_objects, ()),
     ("basics_and_timeline", collectives.case_basics_and_timeline, ()),
@@ -45,6 +47,7 @@ CALLS: list[Call] = [
     ("v1_optimizer", training.case_v1_optimizer, (1,)),
     ("v1_optimizer-backward_passes_2", training.case_v1_optimizer, (2,)),
     ("mismatched_gradients", training.case_mismatched_gradients, ()),
+    ("kernels_follow_shutdown_and_init", collectives.case_kernels_follow_shutdown_and_init, ()),
 ]
 
 

@@ -85,8 +85,7 @@ void ReportCompletion(hvd_fw_done_fn done, void* user_data, HandleState& h) {
   done(user_data, &result);
 }
 
-uint32_t Submit(const hvd_fw_request* request, hvd_fw_done_fn done, void* user_data, char* error,
-                size_t error_size) {
+uint32_t Submit(const hvd_fw_request* request, hvd_fw_done_fn done, void* user_data, char* error, size_t error_size) {
   try {
     if (!request || !done) Throw(Status::InvalidArgument("submit needs a request and a done callback"));
     std::unique_ptr<TensorEntry> entry = EntryOf(*request);
@@ -117,8 +116,8 @@ const hvd_framework_v1 kFrameworkV1 = {
     HVD_FRAMEWORK_API_VERSION, sizeof(hvd_framework_v1), &Submit, &ProcessSetRank, &ProcessSetSize,
 };
 
-static_assert((int)StatusCode::kInvalidArgument == HVD_FW_INVALID_ARGUMENT && (int)StatusCode::kMismatch == HVD_FW_MISMATCH &&
-                  (int)StatusCode::kAborted == HVD_FW_ABORTED,
+static_assert((int)StatusCode::kInvalidArgument == HVD_FW_INVALID_ARGUMENT &&
+                  (int)StatusCode::kMismatch == HVD_FW_MISMATCH && (int)StatusCode::kAborted == HVD_FW_ABORTED,
               "hvd_fw_status follows StatusCode");
 static_assert((int)OpType::kAllreduce == HVD_FW_ALLREDUCE && (int)OpType::kReducescatter == HVD_FW_REDUCESCATTER &&
                   (int)OpType::kJoin == HVD_FW_JOIN,
@@ -128,8 +127,7 @@ static_assert((int)OpType::kAllreduce == HVD_FW_ALLREDUCE && (int)OpType::kReduc
 
 void BindFrameworkEntry(nb::module_& m) {
   m.def(
-      "framework_entry",
-      [] { return nb::capsule(&kFrameworkV1, HVD_FRAMEWORK_V1_CAPSULE); },
+      "framework_entry", [] { return nb::capsule(&kFrameworkV1, HVD_FRAMEWORK_V1_CAPSULE); },
       "The C entry point for native framework code (horovod/hvd_framework.h), as a capsule.");
   m.def(
       "publish_engine",

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Annotated
 
 from numpy.typing import NDArray
+from typing_extensions import CapsuleType
 
 
 ABI_VERSION: int = 1
@@ -271,3 +272,13 @@ class Engine:
     def stop_timeline(self) -> None: ...
 
     def stats(self) -> dict: ...
+
+def framework_entry() -> CapsuleType:
+    """
+    The C entry point for native framework code (horovod/hvd_framework.h), as a capsule.
+    """
+
+def publish_engine(engine: Engine | None) -> None:
+    """
+    Makes `engine` (kept alive meanwhile) the one framework_entry() submits to; None: no engine.
+    """

@@ -1,12 +1,12 @@
 """Horovod's TensorFlow collectives, with the gradients Horovod defines.
 
 Every collective runs through :mod:`horovod.tensorflow.bridge`: eagerly on hvd-core's numpy
-collectives, inside graphs as one of hvd's asynchronous kernels (:mod:`horovod.tensorflow.native`). The differentiable forms use
-``tf.custom_gradient``, so ``tf.GradientTape`` and ``tf.gradients`` see Horovod's gradients:
-allreduce -> the same allreduce of the gradient; allgather -> Average allreduce of the gradient,
-then this rank's rows; broadcast -> Average allreduce of the gradient on the root, zeros elsewhere;
-alltoall -> alltoall back with the received splits; reducescatter -> allgather of the gradient
-(times the set's size for Sum, times the scale factors).
+collectives, inside graphs as one of hvd's asynchronous kernels (:mod:`horovod.tensorflow.native`).
+The differentiable forms use ``tf.custom_gradient``, so ``tf.GradientTape`` and ``tf.gradients``
+see Horovod's gradients: allreduce -> the same allreduce of the gradient; allgather -> Average
+allreduce of the gradient, then this rank's rows; broadcast -> Average allreduce of the gradient
+on the root, zeros elsewhere; alltoall -> alltoall back with the received splits; reducescatter ->
+allgather of the gradient (times the set's size for Sum, times the scale factors).
 """
 
 from __future__ import annotations

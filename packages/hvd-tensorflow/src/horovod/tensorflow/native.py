@@ -7,6 +7,12 @@ engine completes it from its own thread. No thread waits and no Python runs per 
 every collective of a step is in flight together (the engine fuses them), and no order in which
 TensorFlow runs them can make two ranks wait on each other.
 
+The ops are stateful, as TensorFlow's own collectives are, so that Grappler never evaluates one
+while optimising a graph (constant folding did, for a collective of constants: one at a time, on
+each rank in its own order). Inside a ``tf.function``, automatic control dependencies would then
+run them one after another in program order; the collectives are exempted from that, as
+TensorFlow's collectives are (``ASYNC_STATEFUL_OPS``). Join and barrier keep their program order.
+
 The library is loaded on first use: ``ops()`` returns the Python wrappers that
 ``tf.load_op_library`` generates for it (``hvd_allreduce``, ``hvd_allgather``, ``hvd_broadcast``,
 ``hvd_reducescatter``, ``hvd_alltoall``, ``hvd_join``, ``hvd_barrier``).
@@ -24,6 +30,8 @@ import tensorflow as tf
 from horovod.common.framework_api import native_entry
 
 LIBRARY = pathlib.Path(__file__).parent / "_native" / "libhvd_tf_kernels.so"
+#: The ops that run concurrently inside a tf.function (the collectives).
+COLLECTIVES = ("HvdAllreduce", "HvdAllgather", "HvdBroadcast", "HvdReducescatter", "HvdAlltoall")
 
 
 @functools.cache
@@ -43,7 +51,24 @@ def ops() -> Any:
             "hvd-tensorflow's kernels and hvd-core disagree on the engine entry's version: "
             "install matching releases of hvd-core and hvd-tensorflow"
         )
+    _run_collectives_concurrently()
     return module
+
+
+def _run_collectives_concurrently() -> None:
+    """Adds the collectives to the op types that tf.function's automatic control dependencies
+    leave unordered. TensorFlow has no public way to say so; its own collectives are listed in
+    this module set. tests/cases_collectives.py's ``case_any_order`` fails (a stall) if the listing
+    stops working and the collectives are chained again."""
+    from tensorflow.python.framework import auto_control_deps
+
+    listed = getattr(auto_control_deps, "ASYNC_STATEFUL_OPS", None)
+    if not isinstance(listed, frozenset):
+        raise ImportError(
+            "this TensorFlow has no auto_control_deps.ASYNC_STATEFUL_OPS: hvd-tensorflow cannot run a "
+            "tf.function's collectives concurrently (tested with TensorFlow 2.16 to 2.21)"
+        )
+    auto_control_deps.ASYNC_STATEFUL_OPS = listed | frozenset(COLLECTIVES)
 
 
 def _capsule_address(capsule: Any) -> int:

@@ -60,28 +60,28 @@ typedef struct hvd_fw_request {
   const void* input;       /* host memory, contiguous (NULL for barrier and join) */
   void* output;            /* allreduce and broadcast: shape x dtype, may equal input (in place);
                               NULL for the others, whose result the engine allocates */
-  uint32_t reduce_op;      /* allreduce and reducescatter: Horovod's numbering (Average = 0 ...) */
-  int32_t root_rank;       /* broadcast */
-  double prescale;         /* allreduce and reducescatter; 1.0 for none */
+  uint32_t reduce_op; /* allreduce and reducescatter: Horovod's numbering (Average = 0 ...) */
+  int32_t root_rank; /* broadcast */
+  double prescale; /* allreduce and reducescatter; 1.0 for none */
   double postscale;
-  const int64_t* splits;   /* alltoall: rows sent to each member of the set; NULL: even */
+  const int64_t* splits; /* alltoall: rows sent to each member of the set; NULL: even */
   int32_t num_splits;
-  int64_t group_id;        /* -1 unless the operation is one of a group negotiated together */
+  int64_t group_id; /* -1 unless the operation is one of a group negotiated together */
   int32_t group_size;
-  uint32_t device_kind;    /* HVD_DEVICE_CPU */
+  uint32_t device_kind; /* HVD_DEVICE_CPU */
 } hvd_fw_request;
 
 /* How an operation ended. Valid only during the done callback: copy what is needed. */
 typedef struct hvd_fw_result {
-  uint32_t status;                /* hvd_fw_status */
-  const char* message;            /* "" when status is HVD_FW_OK */
-  const void* output;             /* the engine-allocated result (allgather, alltoall,
-                                     reducescatter), else NULL */
+  uint32_t status; /* hvd_fw_status */
+  const char* message; /* "" when status is HVD_FW_OK */
+  const void* output; /* the engine-allocated result (allgather, alltoall,
+                         reducescatter), else NULL */
   int32_t output_ndim;
   const int64_t* output_shape;
   const int64_t* received_splits; /* alltoall: rows received from each member */
   int32_t num_received_splits;
-  int64_t value;                  /* join: the rank that joined last */
+  int64_t value; /* join: the rank that joined last */
 } hvd_fw_result;
 
 /* Called exactly once per accepted operation, on the engine's thread (possibly before submit()
@@ -92,9 +92,10 @@ typedef struct hvd_framework_v1 {
   uint32_t api_version; /* HVD_FRAMEWORK_API_VERSION */
   uint32_t struct_size; /* sizeof(hvd_framework_v1) */
   /* Submits one operation. HVD_FW_OK: `done` will be called. Otherwise the request was refused
-   * (the message, NUL-terminated and truncated to error_size, says why) and `done` is not called. */
-  uint32_t (*submit)(const hvd_fw_request* request, hvd_fw_done_fn done, void* user_data, char* error,
-                     size_t error_size);
+   * (the message, NUL-terminated and truncated to error_size, says why) and `done` is not called.
+   */
+  uint32_t (*submit)(const hvd_fw_request* request, hvd_fw_done_fn done, void* user_data,
+                     char* error, size_t error_size);
   /* This process's rank in the process set, and the set's size; -1 when unknown or not running. */
   int32_t (*process_set_rank)(int32_t process_set_id);
   int32_t (*process_set_size)(int32_t process_set_id);
