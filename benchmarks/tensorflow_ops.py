@@ -1,9 +1,9 @@
 """The TensorFlow adapter's cost: horovod.tensorflow beside horovod.torch on the same engine, same processes.
 
 Run under the launcher: ``horovodrun -np 2 python benchmarks/tensorflow_ops.py --out r.json``.
-horovod.tensorflow is pure Python over TF's public API: a TF tensor crosses to hvd-core's engine as
-a numpy array, and inside a ``tf.function`` a collective is a stateful ``tf.numpy_function`` submit
-op plus a stateless wait op. horovod.torch hands torch tensors to the same engine, so the ratio of
+Eagerly a TF tensor crosses to hvd-core's engine as a numpy array; inside a ``tf.function`` a
+collective is one of hvd-tensorflow's asynchronous kernels (TensorFlow's C API), which submits to
+the engine from native code. horovod.torch hands torch tensors to the same engine, so the ratio of
 the two is what the TF adapter adds. Both run eagerly in one process, measured alternately
 repetition by repetition (they see the same machine state), and each repetition's pair of timings
 gives a ratio of its own: the tables show the median of those.
