@@ -6,26 +6,19 @@ import os
 import pathlib
 import re
 import subprocess
-import sys
 
 import pytest
 
+from horovod.common.testing import examples
+
 ROOT = pathlib.Path(os.environ.get("HVD_REPO_ROOT", pathlib.Path(__file__).resolve().parents[3]))
 EXAMPLES = ROOT / "examples" / "tensorflow"
-# hvd-runner installs the launcher's script beside this environment's interpreter.
-HOROVODRUN = pathlib.Path(sys.executable).parent / "horovodrun"
-TIMEOUT = 300
 pytestmark = pytest.mark.skipif(not EXAMPLES.is_dir(), reason=f"no examples directory at {EXAMPLES}")
 
 
-def horovodrun(script: str, *args: str) -> subprocess.CompletedProcess:
-    """Runs an example on two local ranks, as a user would; its output is rank-prefixed."""
-    # A HOROVOD_* variable of an enclosing job must not leak into the launched one.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HOROVOD_")}
-    # One thread per rank (two ranks share two cores), and quiet TensorFlow start-up logs.
-    env.update(OMP_NUM_THREADS="1", TF_CPP_MIN_LOG_LEVEL="2", TF_ENABLE_ONEDNN_OPTS="0")
-    command = [str(HOROVODRUN), "-np", "2", "-H", "localhost:2", sys.executable, str(EXAMPLES / script), *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, env=env, cwd=ROOT)
+def horovodrun(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Runs an example on two local ranks, as a user would."""
+    return examples.horovodrun(EXAMPLES / script, *args)
 
 
 def test_digits_reaches_95_percent_with_identical_weights() -> None:

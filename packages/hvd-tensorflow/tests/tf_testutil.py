@@ -8,13 +8,13 @@ checks its results against references it computes by itself.
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-import horovod
+from horovod.common.testing import batch
+from horovod.common.testing.batch import Call, Outcomes
 
 RANK_ENV = {
     "HOROVOD_CPU_OPERATIONS": "gloo",
@@ -31,52 +31,15 @@ MODES = ("eager", "function", "graph")
 ALL_DTYPES = ("uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64", "bool")
 
 
-#: One call of a batch: (key, case, arguments).
-Call = tuple[str, Callable[..., Any], tuple[Any, ...]]
-
-
-class Outcomes:
-    """What every rank reported for every call of a batch (see :func:`run_batch`)."""
-
-    def __init__(self, per_rank: list[dict[str, tuple[str, Any]]]) -> None:
-        self.per_rank = per_rank
-
-    def check(self, key: str) -> list[Any]:
-        """Fails with the rank's traceback unless ``key`` succeeded on every rank; the results by rank."""
-        failures = [f"rank {r}:\n{out[key][1]}" for r, out in enumerate(self.per_rank) if out[key][0] != "ok"]
-        assert not failures, f"{key} failed\n" + "\n".join(failures)
-        return [outcome[key][1] for outcome in self.per_rank]
-
-
 def run_batch(calls: Sequence[Call], np_: int) -> Outcomes:
-    """Runs every call, in order, in one job of ``np_`` ranks (one launch and one TensorFlow import
-    for all of them instead of one per test), each rank recording each call's result or traceback."""
-    return Outcomes(horovod.run(_run_calls, args=(list(calls),), np=np_, env=RANK_ENV, start_timeout=120))
+    """Every call in one job of ``np_`` TensorFlow ranks (one launch and one TensorFlow import for all)."""
+    return batch.run_batch(calls, np_, RANK_ENV, setup=_one_intra_op_thread)
 
 
-def _run_calls(calls: list[Call]) -> dict[str, tuple[str, Any]]:
+def _one_intra_op_thread() -> None:
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(1)
-    import horovod.tensorflow as hvd
-
-    outcomes: dict[str, tuple[str, Any]] = {}
-    for number, (key, case, args) in enumerate(calls):
-        try:
-            outcomes[key] = ("ok", case(*args))
-        except Exception:  # recorded for the test of this call; the next call goes on
-            outcomes[key] = ("error", traceback.format_exc())
-        # Every rank finishes a call before any starts the next, and learns how it went elsewhere.
-        # A rank that failed part-way left its peers in a collective it never submits: the stall
-        # shutdown ends that, and with Horovod stopped the calls left are reported as not run.
-        try:
-            hvd.allgather_object(outcomes[key][0], name=f"batch.{number}")
-        except Exception:
-            stopped = traceback.format_exc()
-            for later, _, _ in calls[number + 1 :]:
-                outcomes[later] = ("error", f"not run: Horovod stopped after {key}:\n{stopped}")
-            break
-    return outcomes
 
 
 def tf_dtype(name: str) -> Any:

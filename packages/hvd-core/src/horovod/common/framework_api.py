@@ -14,7 +14,7 @@ Importing this module loads hvd-core's native engine (the dtype codes come from 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from horovod.common import _core, state
 from horovod.common.basics import (
@@ -69,10 +69,13 @@ from horovod.common.process_sets import (
     remove_process_set,
 )
 
+T = TypeVar("T")
+
 #: The version of this API: the major changes when a name is removed or changes meaning, the minor
 #: when names are added (1.1: ``NumpyAdapter``, for frameworks whose tensors cross as numpy arrays;
 #: ``broadcast_object`` and ``allgather_object``, written once for every framework. 1.2:
-#: ``native_entry`` and ``group_key``, for framework kernels that submit from native code).
+#: ``native_entry`` and ``group_key``, for framework kernels that submit from native code;
+#: ``split_groups`` and ``check_gradient_options``, for distributed optimizers).
 API_VERSION = (1, 2)
 
 #: Device kinds a tensor adapter reports in ``describe`` (``DTYPE_CODES`` maps dtype names, such as
@@ -90,6 +93,43 @@ def native_entry() -> Any:
     .. versionadded:: 0.2
     """
     return _core.framework_entry()
+
+
+def split_groups(items: Sequence[T], parts: int) -> list[list[T]]:
+    """``items`` in ``parts`` consecutive pieces of nearly equal length, the longer ones first, empty
+    ones left out: how Horovod's ``num_groups`` divides a step's gradients into groups.
+
+    .. versionadded:: 0.2
+    """
+    size, extra = divmod(len(items), parts)
+    pieces = [list(items[i * size + min(i, extra) : (i + 1) * size + min(i + 1, extra)]) for i in range(parts)]
+    return [piece for piece in pieces if piece]
+
+
+def check_gradient_options(
+    op: int, gradient_predivide_factor: float, num_groups: int, groups: Any, what: str
+) -> tuple[int, list[list[Any]] | None]:
+    """Horovod's checks of a distributed optimizer's options (``what`` names it in the errors),
+    alike in every framework: Adasum is refused (not implemented yet), a predivide factor needs
+    op=Average, and ``groups`` is a count or lists of variables. Returns ``(num_groups, groups)``,
+    an integer ``groups`` read as the count.
+
+    .. versionadded:: 0.2
+    """
+    if op == Adasum:
+        raise NotImplementedError(f"op=hvd.Adasum is not supported by hvd yet ({what}); use hvd.Average or hvd.Sum")
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor is only supported with op=hvd.Average")
+    if groups is not None:
+        if num_groups:
+            raise ValueError("give either num_groups or groups, not both")
+        if isinstance(groups, int):
+            num_groups, groups = groups, None
+        elif not (isinstance(groups, list) and all(isinstance(g, list) for g in groups)):
+            raise ValueError("groups must be a non-negative integer or a list of lists of variables")
+    if num_groups < 0:
+        raise ValueError(f"num_groups must be a non-negative integer, got {num_groups}")
+    return num_groups, groups
 
 
 def require_initialized() -> None:
@@ -163,6 +203,7 @@ __all__ = [
     "barrier",
     "broadcast_object",
     "ccl_built",
+    "check_gradient_options",
     "combine",
     "cross_rank",
     "cross_size",
@@ -195,6 +236,7 @@ __all__ = [
     "set_size",
     "shutdown",
     "size",
+    "split_groups",
     "start_timeline",
     "stop_timeline",
     "synchronize",

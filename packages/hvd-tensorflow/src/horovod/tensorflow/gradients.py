@@ -18,17 +18,6 @@ from horovod.tensorflow.compression import Compression
 from horovod.tensorflow.variables import variable_key
 
 
-def split_list(items: Sequence[Any], parts: int) -> list[list[Any]]:
-    """``items`` in ``parts`` consecutive pieces of nearly equal length (Horovod's grouping)."""
-    size, extra = divmod(len(items), parts)
-    pieces, start = [], 0
-    for i in range(parts):
-        end = start + size + (1 if i < extra else 0)
-        pieces.append(list(items[start:end]))
-        start = end
-    return [p for p in pieces if p]
-
-
 class GradientReducer:
     """Reduces a step's gradients with Horovod's options (validated once, when it is made)."""
 
@@ -43,18 +32,9 @@ class GradientReducer:
         groups: Any = None,
         process_set: ProcessSet | None = None,
     ) -> None:
-        mpi_ops.check_op(op, "DistributedOptimizer / DistributedGradientTape")
-        if gradient_predivide_factor != 1.0 and op != Average:
-            raise ValueError("gradient_predivide_factor is only supported with op=hvd.Average")
-        if groups is not None:
-            if num_groups:
-                raise ValueError("give either num_groups or groups, not both")
-            if isinstance(groups, int):
-                num_groups, groups = groups, None
-            elif not (isinstance(groups, list) and all(isinstance(g, list) for g in groups)):
-                raise ValueError("groups must be a non-negative integer or a list of lists of tf.Variable")
-        if num_groups < 0:
-            raise ValueError(f"num_groups must be a non-negative integer, got {num_groups}")
+        num_groups, groups = api.check_gradient_options(
+            op, gradient_predivide_factor, num_groups, groups, "DistributedOptimizer / DistributedGradientTape"
+        )
         self.prefix = prefix
         self.compression = compression
         self.sparse_as_dense = sparse_as_dense
@@ -71,7 +51,7 @@ class GradientReducer:
     def _index_groups(self, dense: list[int], variables: Sequence[Any] | None) -> list[list[int]]:
         """Positions (into ``dense``) of the gradients that go together as one engine group."""
         if self.num_groups:
-            return split_list(list(range(len(dense))), self.num_groups)
+            return api.split_groups(list(range(len(dense))), self.num_groups)
         if self.variable_groups is None or variables is None:
             return []
         group_of = {}

@@ -13,11 +13,11 @@ import warnings
 import weakref
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 from horovod.common import framework_api as api
-from horovod.common.framework_api import ProcessSet, global_process_set, process_set_id
+from horovod.common.framework_api import ProcessSet, global_process_set, process_set_id, split_groups
 from horovod.torch.compression import Compression, CompressorLike
 from horovod.torch.mpi_ops import (
     Adasum,
@@ -30,20 +30,12 @@ from horovod.torch.mpi_ops import (
 )
 from horovod.torch.objects import broadcast_object
 
-_T = TypeVar("_T")
-
 # Parameters whose gradients are allreduced together (grouped_allreduce).
 _Group = tuple[torch.Tensor, ...]
 
 
 def _duplicates(names: list[str]) -> list[str]:
     return sorted(name for name, count in Counter(names).items() if count > 1)
-
-
-def _split(items: list[_T], parts: int) -> list[list[_T]]:
-    """``items`` cut into ``parts`` consecutive pieces of (almost) equal length."""
-    d, r = divmod(len(items), parts)
-    return [items[i * d + min(i, r) : (i + 1) * d + min(i + 1, r)] for i in range(parts)]
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -157,7 +149,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 grouped = {id(p) for group in p_groups for p in group}
                 p_groups = [g for g in p_groups if g] + [[p] for p in params if id(p) not in grouped]
             else:
-                p_groups = [g for g in _split(params, self._groups) if g]
+                p_groups = split_groups(params, self._groups)
             index = {p: i for i, p in enumerate(params)}
             # Backward produces the last layers' gradients first: start groups in that order.
             self._group_order = sorted(map(tuple, p_groups), key=lambda g: max(index[p] for p in g), reverse=True)

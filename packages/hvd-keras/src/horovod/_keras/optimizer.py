@@ -1,0 +1,198 @@
+"""DistributedOptimizer for Keras 3: any Keras optimizer, its gradients reduced over the ranks.
+
+The wrapped optimizer is an instance of a subclass of its own class (``isinstance(opt, SGD)`` holds)
+that overrides ``apply``, which Keras 3 calls for every update (``apply_gradients`` and
+``model.fit``'s train step both go through it): the gradients are reduced first, every one of a
+step in one submission to the engine (inside ``model.fit`` on TensorFlow: one of hvd-tensorflow's
+kernels in the compiled train step), then the base class applies them. The subclass serializes as
+its base class (same module, name and config), so a saved model loads anywhere, and
+:func:`horovod._keras.saving.load_model` wraps the loaded optimizer again, its state kept.
+
+With ``backward_passes_per_step=N`` this rank's gradients are summed locally for N calls, and every
+N-th call reduces the sum (divided by N with ``average_aggregated_gradients``) and applies it. The
+sums live in variables of this wrapper's own, not the optimizer's: they are never saved with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import keras
+
+from horovod._keras import frameworks
+from horovod._keras.compression import Compression
+from horovod._keras.frameworks import GradientSettings
+from horovod.common.framework_api import Average, ProcessSet, check_gradient_options, global_process_set
+
+_DISTRIBUTED_CLASSES: dict[type, type] = {}
+
+
+class _Distributed:
+    """What a distributed optimizer's class adds to its base (an attribute holder, not a base
+    optimizer: see :func:`_distributed_class`)."""
+
+    _hvd: _HvdState
+
+    def apply(self, grads: Sequence[Any], trainable_variables: Sequence[Any] | None = None) -> Any:
+        base_apply = super().apply  # type: ignore[misc]  # (the optimizer class this is mixed into)
+        variables = list(trainable_variables) if trainable_variables is not None else list(self._trainable_variables)  # type: ignore[attr-defined]
+        state = self._hvd
+        if state.passes == 1:
+            return base_apply(state.reduce(list(grads), variables), trainable_variables)
+        state.accumulate(list(grads), variables)
+
+        def reduce_and_apply() -> None:
+            base_apply(state.reduce(state.accumulated(), variables), trainable_variables)
+            state.reset()
+
+        keras.ops.cond(state.is_update_step(), reduce_and_apply, lambda: None)
+        return None
+
+    def build(self, variables: Sequence[Any]) -> None:
+        super().build(variables)  # type: ignore[misc]
+        self._hvd.prepare(variables)
+
+
+class _HvdState:
+    """A distributed optimizer's settings, reducer and local sums. Held as one plain object, which
+    Keras's attribute tracking leaves alone (its variables are not the optimizer's)."""
+
+    def __init__(self, settings: GradientSettings, passes: int, average_aggregated: bool) -> None:
+        self.settings = settings
+        self.passes = passes
+        self.average_aggregated = average_aggregated
+        self._reducer: Any = None
+        self._sums: list[Any] | None = None
+        self._count: Any = None
+
+    def reduce(self, gradients: list[Any], variables: Sequence[Any]) -> list[Any]:
+        if self._reducer is None:  # the backend's adapter, once Keras runs
+            self._reducer = frameworks.current().gradient_reducer(self.settings)
+        return list(self._reducer.reduce(gradients, list(variables)))
+
+    def prepare(self, variables: Sequence[Any]) -> None:
+        """Creates the local sums of backward_passes_per_step > 1, when Keras builds the optimizer."""
+        if self.passes == 1 or self._sums is not None:
+            return
+        # Initializers, not values: Keras creates the variables under TensorFlow's init scope when the
+        # optimizer is built while a train step is being traced (model.fit on TensorFlow does that).
+        self._sums = [
+            keras.Variable("zeros", shape=v.shape, dtype=v.dtype, trainable=False, name="hvd_gradient_sum")
+            for v in variables
+        ]
+        self._count = keras.Variable("zeros", shape=(), dtype="int64", trainable=False, name="hvd_backward_passes")
+
+    def accumulate(self, gradients: list[Any], variables: Sequence[Any]) -> None:
+        self.prepare(variables)
+        assert self._sums is not None and self._count is not None
+        for total, gradient in zip(self._sums, gradients, strict=True):
+            if gradient is not None:
+                total.assign_add(keras.ops.cast(keras.ops.convert_to_tensor(gradient), total.dtype))
+        self._count.assign_add(1)
+
+    def is_update_step(self) -> Any:
+        return keras.ops.equal(self._count % self.passes, 0)
+
+    def accumulated(self) -> list[Any]:
+        assert self._sums is not None
+        scale = 1.0 / self.passes if self.average_aggregated else 1.0
+        return [total.value * scale if scale != 1.0 else total.value for total in self._sums]
+
+    def reset(self) -> None:
+        assert self._sums is not None
+        for total in self._sums:
+            total.assign(keras.ops.zeros(total.shape, total.dtype))
+
+
+def _distributed_class(base: type) -> type:
+    """``base`` with ``apply`` reducing gradients first; it has ``base``'s module and names, so
+    Keras serializes it as ``base`` (loading needs nothing of hvd's)."""
+    cls = _DISTRIBUTED_CLASSES.get(base)
+    if cls is None:
+        attrs = {"__module__": base.__module__, "__qualname__": base.__qualname__, "__doc__": base.__doc__}
+        cls = type(base.__name__, (_Distributed, base), attrs)
+        _DISTRIBUTED_CLASSES[base] = cls
+    return cls
+
+
+def _check_optimizer(optimizer: Any) -> None:
+    if isinstance(optimizer, _Distributed):
+        raise ValueError(
+            f"{type(optimizer).__name__} is already a DistributedOptimizer: wrap the original optimizer once"
+        )
+    if not isinstance(optimizer, keras.optimizers.Optimizer):
+        kind = f"{type(optimizer).__module__}.{type(optimizer).__qualname__}"
+        raise TypeError(
+            f"DistributedOptimizer wraps Keras 3 optimizers (keras.optimizers.Optimizer), not {kind}. "
+            "Keras 2 optimizers (tf_keras, keras<3) are not supported: create the optimizer from keras "
+            "(e.g. keras.optimizers.SGD); for tf.compat.v1.train optimizers use horovod.tensorflow.DistributedOptimizer"
+        )
+
+
+def gradient_settings(
+    prefix: str,
+    compression: Any,
+    sparse_as_dense: bool,
+    gradient_predivide_factor: float,
+    op: int,
+    num_groups: int,
+    groups: Any,
+    process_set: ProcessSet,
+) -> GradientSettings:
+    """Horovod's gradient options, checked: every misuse raises here, on every rank alike."""
+    num_groups, groups = check_gradient_options(
+        op, gradient_predivide_factor, num_groups, groups, "DistributedOptimizer"
+    )
+    return GradientSettings(
+        prefix, compression, sparse_as_dense, op, float(gradient_predivide_factor), num_groups, groups, process_set
+    )
+
+
+def attach(optimizer: Any, settings: GradientSettings, passes: int, average_aggregated: bool) -> Any:
+    """Makes ``optimizer`` itself distributed (its state kept): how a loaded optimizer is wrapped."""
+    if passes < 1:
+        raise ValueError(f"backward_passes_per_step must be at least 1, got {passes}")
+    optimizer.__class__ = _distributed_class(type(optimizer))
+    optimizer._hvd = _HvdState(settings, passes, average_aggregated)
+    if optimizer.built:
+        optimizer._hvd.prepare(optimizer._trainable_variables)
+    return optimizer
+
+
+def DistributedOptimizer(
+    optimizer: Any,
+    name: str | None = None,
+    device_dense: str = "",
+    device_sparse: str = "",
+    compression: Any = Compression.none,
+    sparse_as_dense: bool = False,
+    gradient_predivide_factor: float = 1.0,
+    op: int = Average,
+    backward_passes_per_step: int = 1,
+    average_aggregated_gradients: bool = False,
+    num_groups: int = 0,
+    groups: Any = None,
+    process_set: ProcessSet = global_process_set,
+) -> Any:
+    """A new optimizer of ``optimizer``'s class and configuration whose updates use gradients
+    reduced (``op``, default Average) over the ranks of ``process_set``.
+
+    ``name``: the prefix of the engine's names for the gradients (default ``Distributed<Class>``);
+    the optimizer keeps its own Keras name. ``groups``: an integer (that many groups of gradients,
+    each reduced as one unit) or lists of variables reduced together. ``device_dense`` and
+    ``device_sparse`` are accepted as Horovod takes them.
+    """
+    _check_optimizer(optimizer)
+    settings = gradient_settings(
+        name or f"Distributed{type(optimizer).__name__}",
+        compression,
+        sparse_as_dense,
+        gradient_predivide_factor,
+        op,
+        num_groups,
+        groups,
+        process_set,
+    )
+    distributed = type(optimizer).from_config(optimizer.get_config())
+    return attach(distributed, settings, backward_passes_per_step, average_aggregated_gradients)
