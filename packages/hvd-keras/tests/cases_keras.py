@@ -35,33 +35,81 @@ def _same_on_every_rank(values: list[np.ndarray], what: str) -> None:
     assert all(g == gathered[0] for g in gathered), f"{what} differ between ranks"
 
 
-def case_fit_matches_single_process(passes: int) -> None:
-    """model.fit with DistributedOptimizer on each rank's shard gives, on every rank, the weights of
-    one process training on the combined batches (``passes`` steps of every rank per update)."""
+def _fit_against_single_process(
+    make_model: Any, members: list[int], passes: int = 1, atol: float = 1e-5, **options: Any
+) -> Any:
+    """Trains ``make_model()`` with DistributedOptimizer(SGD, **options) on this rank's shard (the
+    ranks ``members`` share the data), and checks its weights against one process training a
+    model made alike on the combined batches, with plain SGD; returns the distributed model."""
     import keras
 
     import horovod.keras as hvd
 
-    hvd.init()
-    n, rank = hvd.size(), hvd.rank()
+    n, position = len(members), members.index(hvd.rank())
     updates = 3
     x, y = dataset(updates * passes * n * BATCH)
-    model = _model(seed=0)
+    model = make_model()
     sgd = keras.optimizers.SGD(0.05, momentum=0.5)
-    opt = hvd.DistributedOptimizer(sgd, backward_passes_per_step=passes, average_aggregated_gradients=True)
+    opt = hvd.DistributedOptimizer(sgd, backward_passes_per_step=passes, average_aggregated_gradients=True, **options)
     assert isinstance(opt, keras.optimizers.SGD) and opt is not sgd
     model.compile(optimizer=opt, loss="mse")
-    model.fit(shard(x, rank, n, BATCH), shard(y, rank, n, BATCH), batch_size=BATCH, shuffle=False, verbose=0)
+    model.fit(shard(x, position, n, BATCH), shard(y, position, n, BATCH), batch_size=BATCH, shuffle=False, verbose=0)
     assert int(opt.iterations) == updates, int(opt.iterations)
 
-    reference = _model(seed=0)
+    reference = make_model()
     reference.compile(optimizer=keras.optimizers.SGD(0.05, momentum=0.5), loss="mse")
     rows = passes * n * BATCH
     for u in range(updates):
         reference.train_on_batch(x[u * rows : (u + 1) * rows], y[u * rows : (u + 1) * rows])
     for got, want in zip(_weights(model), _weights(reference), strict=True):
-        assert np.allclose(got, want, atol=1e-5), (got.ravel()[:4], want.ravel()[:4])
+        assert np.allclose(got, want, atol=atol), (options, got.ravel()[:4], want.ravel()[:4])
+    return model
+
+
+def case_fit_matches_single_process(passes: int) -> None:
+    """model.fit with DistributedOptimizer on each rank's shard gives, on every rank, the weights of
+    one process training on the combined batches (``passes`` steps of every rank per update)."""
+    import horovod.keras as hvd
+
+    hvd.init()
+    model = _fit_against_single_process(lambda: _model(seed=0), list(range(hvd.size())), passes)
     _same_on_every_rank(_weights(model), f"weights.{passes}")
+
+
+def _embedding_model() -> Any:
+    import keras
+
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((6,))
+    ids = keras.layers.Lambda(lambda t: keras.ops.cast(keras.ops.abs(t[:, :2]) * 4, "int32") % 8)(inputs)
+    embedded = keras.layers.Flatten()(keras.layers.Embedding(8, 3)(ids))
+    return keras.Model(inputs, keras.layers.Dense(2)(keras.layers.Concatenate()([embedded, inputs])))
+
+
+def case_optimizer_options() -> None:
+    """Grouped gradients (a count, or lists of variables), predivision, fp16 compression, sparse
+    gradients (an embedding's, on TensorFlow), and a process set give the reference's weights."""
+    import horovod.keras as hvd
+
+    hvd.init()
+    everyone = list(range(hvd.size()))
+    _fit_against_single_process(lambda: _model(seed=0), everyone, num_groups=2)
+    # Groups list the trained model's own variables: that model is made first, the reference after.
+    trained = _model(seed=0)
+    models = iter([trained])
+    groups = [list(trained.layers[0].trainable_variables), list(trained.layers[1].trainable_variables)]
+    _fit_against_single_process(lambda: next(models, None) or _model(seed=0), everyone, groups=groups)
+    _fit_against_single_process(lambda: _model(seed=0), everyone, gradient_predivide_factor=2.0)
+    _fit_against_single_process(lambda: _model(seed=0), everyone, atol=2e-2, compression=hvd.Compression.fp16)
+    for sparse_as_dense in (False, True):
+        _fit_against_single_process(_embedding_model, everyone, sparse_as_dense=sparse_as_dense)
+    if hvd.size() >= 3:  # a set smaller than the world: the first rank and the last
+        members = [0, hvd.size() - 1]
+        pair = hvd.add_process_set(members)
+        if hvd.rank() in members:
+            _fit_against_single_process(lambda: _model(seed=0), members, process_set=pair)
+        hvd.barrier()
+        hvd.remove_process_set(pair)
 
 
 def case_broadcast_callback() -> None:

@@ -15,6 +15,7 @@ RANK_ENV = {
     "OMP_NUM_THREADS": "1",
     "TF_CPP_MIN_LOG_LEVEL": "2",
     "TF_ENABLE_ONEDNN_OPTS": "0",
+    "HOROVOD_DYNAMIC_PROCESS_SETS": "1",  # a case adds a process set
     # A case that fails on one rank part-way leaves its peers waiting on a collective it never
     # submits: the stall shutdown turns that into an error on every rank instead of a hang.
     "HOROVOD_STALL_CHECK_TIME_SECONDS": "10",

@@ -21,6 +21,7 @@ def calls(directory: str) -> list[Call]:
     return [
         ("fit_matches_single_process", cases.case_fit_matches_single_process, (1,)),
         ("fit_matches_single_process-backward_passes_2", cases.case_fit_matches_single_process, (2,)),
+        ("optimizer_options", cases.case_optimizer_options, ()),
         ("broadcast_callback", cases.case_broadcast_callback, ()),
         ("metric_average", cases.case_metric_average, ()),
         ("learning_rate_callbacks", cases.case_learning_rate_callbacks, ()),
