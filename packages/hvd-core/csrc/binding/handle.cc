@@ -2,6 +2,7 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/vector.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -33,6 +34,10 @@ nb::dlpack::dtype DlpackDtype(hvd_dtype d) {
   return nb::dtype<uint8_t>();
 }
 
+// How often a waiting caller lets Python handle pending signals: Ctrl-C and alarms reach a rank
+// blocked on a peer within this, at the cost of one GIL round trip per interval.
+constexpr std::chrono::milliseconds kSignalCheckInterval{50};
+
 nb::object OutputOf(HandleState& h, bool raw) {
   if (!h.output) return nb::none();
   auto* keep = new std::shared_ptr<Buffer>(h.output);
@@ -55,12 +60,20 @@ void BindHandle(nb::module_& m) {
           "wait",
           [](HandleState& h) {
             if (!h.poll()) {  // a completed op (the common case in synchronize) skips the GIL round trip
-              nb::gil_scoped_release nogil;
-              h.Wait();
+              bool done;
+              {
+                nb::gil_scoped_release nogil;
+                done = h.WaitInterruptibly(kSignalCheckInterval, [] {
+                  nb::gil_scoped_acquire gil;
+                  return PyErr_CheckSignals() != 0;  // a handler raised: its exception is set
+                });
+              }
+              if (!done) throw nb::python_error();  // the operation goes on; the handle stays valid
             }
             if (!h.status().ok()) Throw(h.status());
           },
-          "Blocks (without the GIL) until completion; raises the operation's error.")
+          "Blocks (without the GIL) until completion; raises the operation's error, or what a signal "
+          "handler raised meanwhile (Ctrl-C: KeyboardInterrupt), leaving the operation running.")
       .def("output", &OutputOf, "raw"_a = false,
            "The engine-allocated result (DLPack-capable array), or None; raw=True gives its bytes as uint8.")
       .def_prop_ro("output_shape", [](const HandleState& h) { return h.output_shape; })

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -65,6 +66,28 @@ class HandleState {
     }
     if (bell_) bell_->CallerResumes();
   }
+  // Blocks until done or until `interrupted()`, asked every `slice`, returns true; true when done.
+  // How a Python caller waits: between slices it lets Python run its signal handlers (Ctrl-C, an
+  // alarm), which a wait that never returned to Python would hold off until the peer arrived.
+  bool WaitInterruptibly(std::chrono::microseconds slice, const std::function<bool()>& interrupted) {
+    if (poll()) return true;
+    if (bell_) bell_->CallerBlocks();
+    bool done = false;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      while (!(done = done_.load(std::memory_order_acquire))) {
+        cv_.wait_for(lk, slice, [&] { return done_.load(std::memory_order_acquire); });
+        if (done_.load(std::memory_order_acquire)) continue;
+        lk.unlock();
+        bool stop = interrupted();
+        lk.lock();
+        if (stop) break;
+      }
+    }
+    if (bell_) bell_->CallerResumes();
+    return done;
+  }
+
   // An operation awaited by its completion callback counts as a blocked caller until it completes:
   // native framework kernels hold no thread while they wait, but their caller (a tf.function, say)
   // waits all the same, so the engine cycles as it does for a caller blocked in Wait(). Called by

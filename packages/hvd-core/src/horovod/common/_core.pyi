@@ -219,7 +219,7 @@ class Handle:
 
     def wait(self) -> None:
         """
-        Blocks (without the GIL) until completion; raises the operation's error.
+        Blocks (without the GIL) until completion; raises the operation's error, or what a signal handler raised meanwhile (Ctrl-C: KeyboardInterrupt), leaving the operation running.
         """
 
     def output(self, raw: bool = False) -> object:

@@ -46,6 +46,8 @@ class _Combined:
             try:
                 p[0].wait()
             except BaseException as e:
+                if not p[0].poll():  # interrupted by a signal handler: the parts go on, the handle stays
+                    raise
                 error = error or e
         if error is not None:
             raise error
@@ -98,7 +100,10 @@ class Context:
         try:
             core.wait()  # raises the operation's error (waits without the GIL if not done yet)
         finally:
-            self._handles.pop(handle, None)
+            # Interrupted (a signal handler raised, as Ctrl-C does) the operation is still running,
+            # on this tuple's buffers: the handle stays, to be synchronized again.
+            if core.poll():
+                self._handles.pop(handle, None)
         return out if finish is None else finish(core, kept, out)  # _result, inlined: once per tensor
 
     def _pending(self, handle: int) -> Pending:
