@@ -481,7 +481,10 @@ def case_process_sets(n: int) -> None:
     result = hvd.allreduce(torch.full((2,), float(rank)), op=hvd.Sum, process_set=mine, name="ps.sum")
     assert result.tolist() == [float(sum(mine.ranks))] * 2
     assert hvd.allgather(torch.tensor([rank]), process_set=mine, name="ps.gather").tolist() == mine.ranks
-    assert hvd.broadcast(torch.tensor([rank]), 0, process_set=mine, name="ps.bc").tolist() == [mine.ranks[0]]
+    # root_rank is a global rank, as in Horovod: the set's last member here
+    assert hvd.broadcast(torch.tensor([rank]), mine.ranks[-1], process_set=mine, name="ps.bc").tolist() == [
+        mine.ranks[-1]
+    ]
     # Gradients through a process set stay within it.
     x = torch.full((2,), float(rank), requires_grad=True)
     hvd.allgather(x.unsqueeze(0), process_set=mine, name="ps.ag.grad").sum().backward()

@@ -173,6 +173,17 @@ std::shared_ptr<HandleState> Engine::Enqueue(std::unique_ptr<TensorEntry> e, Han
                                               std::to_string(config_.rank) + " is not a member of process set " +
                                               std::to_string(ps->id) + " (ranks " + RanksString(ps->ranks) + ")")};
   }
+  if (e->type == OpType::kBroadcast && ps->id != 0) {
+    // Horovod's root_rank is a global rank, also on a process set; the set's communicator wants
+    // its position there. (The global set's positions are the ranks: checked by ValidateEntry.)
+    auto member = std::find(ps->ranks.begin(), ps->ranks.end(), e->root);
+    if (member == ps->ranks.end()) {
+      throw StatusError{Status::InvalidArgument("broadcast of tensor '" + e->name + "': root rank " +
+                                                std::to_string(e->root) + " is not a member of process set " +
+                                                std::to_string(ps->id) + " (ranks " + RanksString(ps->ranks) + ")")};
+    }
+    e->root = (int32_t)(member - ps->ranks.begin());
+  }
   Status st = ValidateEntry(*e, ps->size(), backend_->api()->device_kinds);
   if (!st.ok()) throw StatusError{st};
   if (!ps->in_flight.insert(e->name).second) {

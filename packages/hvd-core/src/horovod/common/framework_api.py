@@ -75,7 +75,7 @@ T = TypeVar("T")
 #: when names are added (1.1: ``NumpyAdapter``, for frameworks whose tensors cross as numpy arrays;
 #: ``broadcast_object`` and ``allgather_object``, written once for every framework. 1.2:
 #: ``native_entry`` and ``group_key``, for framework kernels that submit from native code;
-#: ``split_groups`` and ``check_gradient_options``, for distributed optimizers).
+#: ``split_groups`` and ``check_gradient_options``, for distributed optimizers; ``position_in_set``).
 API_VERSION = (1, 2)
 
 #: Device kinds a tensor adapter reports in ``describe`` (``DTYPE_CODES`` maps dtype names, such as
@@ -167,6 +167,21 @@ def set_rank(process_set: ProcessSet) -> int:
     return set_rank
 
 
+def position_in_set(process_set: ProcessSet, global_rank: int) -> int:
+    """Where ``global_rank`` stands in ``process_set`` (results of a collective over the set are in
+    this order); ValueError when it is not a member. Horovod's ``root_rank`` is a global rank on
+    process sets too: this is how a framework finds the root's entry among the members'.
+
+    .. versionadded:: 0.2
+    """
+    if not process_set.process_set_id:
+        return global_rank
+    ranks = list(process_set.ranks)
+    if global_rank not in ranks:
+        raise ValueError(f"rank {global_rank} is not a member of {process_set!r}")
+    return ranks.index(global_rank)
+
+
 def set_size(process_set: ProcessSet) -> int:
     """The number of ranks in ``process_set`` (the world's size for the global set); ValueError
     when the set is not registered."""
@@ -227,6 +242,7 @@ __all__ = [
     "native_entry",
     "nccl_built",
     "poll",
+    "position_in_set",
     "process_set_id",
     "rank",
     "remove_process_set",

@@ -42,7 +42,8 @@ def broadcast_object(
     The root gets its own object back; the others a copy. ``obj`` is ignored on the other ranks.
     """
     base = name or state.context().auto_name("broadcast_object")
-    is_root = _set_rank(process_set) == root_rank
+    _set_rank(process_set)  # says so if this rank is not a member
+    is_root = state.topology().rank == root_rank  # a global rank, as Horovod's root_rank is
     data = _serialize(obj) if is_root else np.empty(0, dtype=np.uint8)
     size = synchronize(broadcast_async(np.array([data.size], dtype=np.int64), root_rank, f"{base}.size", process_set))
     if not is_root:

@@ -390,7 +390,7 @@ def broadcast_tensor(tensor: tf.Tensor, root_rank: int, name: str, process_set: 
 
     def backward(dy: tf.Tensor) -> tf.Tensor:
         reduced = raw_allreduce([dy], [engine_name("broadcast.grad", None)], Average, 1.0, 1.0, process_set)[0]
-        return reduced if api.set_rank(process_set) == root_rank else reduced * 0
+        return reduced if api.rank() == root_rank else reduced * 0  # root_rank: a global rank
 
     return _differentiable(forward, backward)(tensor)
 

@@ -47,22 +47,31 @@ class _TensorState:
     shape: tuple[int, ...]
     dtype: torch.dtype
     on_cpu: bool
+    sparse: bool = False  # a sparse gradient's state (SGD's momentum of a sparse embedding): sent dense
 
 
 def _params(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
     return [p for group in optimizer.param_groups for p in group["params"]]
 
 
-def _initialize_state(optimizer: torch.optim.Optimizer) -> None:
+def _sparse_parameters(model: Any) -> set[int]:
+    """The ids of ``model``'s parameters whose gradients are sparse (``nn.Embedding(sparse=True)``)."""
+    if model is None:
+        return set()
+    return {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.sparse}
+
+
+def _initialize_state(optimizer: torch.optim.Optimizer, sparse: set[int]) -> None:
     """Creates the optimizer's lazily created state, as Horovod does: one local step with zero
-    gradients. Unlike Horovod, parameters and gradients are restored afterwards, so that the step
-    has no other effect (with weight decay it would otherwise move the parameters)."""
+    gradients, sparse ones for the parameters in ``sparse`` (and all of SparseAdam's). Unlike
+    Horovod, parameters and gradients are restored afterwards, so that the step has no other effect
+    (with weight decay it would otherwise move the parameters)."""
     saved = []
     for p in _params(optimizer):
         if p.requires_grad:
             saved.append((p, p.detach().clone(), p.grad))
             zeros = torch.zeros_like(p)
-            p.grad = zeros.to_sparse() if isinstance(optimizer, torch.optim.SparseAdam) else zeros
+            p.grad = zeros.to_sparse() if isinstance(optimizer, torch.optim.SparseAdam) or id(p) in sparse else zeros
     try:
         if isinstance(optimizer, _DistributedOptimizer):
             optimizer._step_locally()  # no allreduce: only this rank takes this step
@@ -76,28 +85,36 @@ def _initialize_state(optimizer: torch.optim.Optimizer) -> None:
 
 
 def broadcast_optimizer_state(
-    optimizer: torch.optim.Optimizer, root_rank: int, process_set: ProcessSet = global_process_set
+    optimizer: torch.optim.Optimizer,
+    root_rank: int,
+    model: Any = None,
+    *,
+    process_set: ProcessSet = global_process_set,
 ) -> None:
     """Makes every rank's optimizer state and hyperparameters (``param_groups`` options such as the
-    learning rate) equal to ``root_rank``'s.
+    learning rate) equal to ``root_rank``'s (a global rank, also with a ``process_set``).
 
     Works for every ``torch.optim`` optimizer but LBFGS (as in Horovod), wrapped in
     DistributedOptimizer or not. State that optimizers create lazily on their first step is created
     first (by a step with zero gradients, as Horovod does), so the state exists after this call.
+    ``model``, as in Horovod: the module whose sparse embeddings (``nn.Embedding(sparse=True)``) get
+    sparse zero gradients in that step, as their real gradients are.
     """
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError("cannot broadcast torch.optim.LBFGS state")
     if len(optimizer.state) == 0:
-        _initialize_state(optimizer)
+        _initialize_state(optimizer, _sparse_parameters(model))
     params = _params(optimizer)
-    is_root = api.set_rank(process_set) == root_rank
+    is_root = api.rank() == root_rank  # a global rank, as Horovod's root_rank is
     layout = None
     if is_root:
         layout = {
             "groups": [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups],
             "state": {
                 index: {
-                    key: _TensorState(tuple(v.shape), v.dtype, v.device.type == "cpu") if torch.is_tensor(v) else v
+                    key: _TensorState(tuple(v.shape), v.dtype, v.device.type == "cpu", v.is_sparse)
+                    if torch.is_tensor(v)
+                    else v
                     for key, v in optimizer.state[p].items()
                 }
                 for index, p in enumerate(params)
@@ -113,11 +130,12 @@ def broadcast_optimizer_state(
             + ", ".join(f"rank {r}: {s}" for r, (s, _) in enumerate(infos))
             + ")"
         )
-    layout = infos[root_rank][1]
+    layout = infos[api.position_in_set(process_set, root_rank)][1]
 
     for group, options in zip(optimizer.param_groups, layout["groups"], strict=True):
         group.update(options)
     tensors = []
+    sparse_after: list[tuple[dict[str, Any], str, torch.Tensor]] = []
     for index, p in enumerate(params):
         root_state = layout["state"].get(index)
         if root_state is None:
@@ -129,12 +147,20 @@ def broadcast_optimizer_state(
         for key, value in root_state.items():
             if isinstance(value, _TensorState):
                 local = state.get(key)
+                if torch.is_tensor(local) and local.is_sparse:
+                    local = local.to_dense()  # the collectives move dense tensors: sparse again below
                 if not (torch.is_tensor(local) and tuple(local.shape) == value.shape and local.dtype == value.dtype):
                     device = torch.device("cpu") if value.on_cpu else p.device
-                    state[key] = local = torch.zeros(value.shape, dtype=value.dtype, device=device)
+                    local = torch.zeros(value.shape, dtype=value.dtype, device=device)
+                if not value.sparse:
+                    state[key] = local
+                elif not is_root:  # the root keeps its own sparse tensor
+                    sparse_after.append((state, key, local))
                 tensors.append((f"broadcast_optimizer_state.{index}.{key}", local))
             else:
                 state[key] = value
     handles = [broadcast_async_(t, root_rank, name, process_set) for name, t in tensors]
     for handle in handles:
         synchronize(handle)
+    for state, key, dense in sparse_after:
+        state[key] = dense.to_sparse()

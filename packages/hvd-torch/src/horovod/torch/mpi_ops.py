@@ -701,7 +701,7 @@ class _Broadcast(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad_output: torch.Tensor) -> _Grads:
         reduced = allreduce(grad_output, op=Average, process_set=ctx.process_set)
-        if api.set_rank(ctx.process_set) != ctx.root_rank:
+        if api.rank() != ctx.root_rank:  # a global rank, as Horovod's root_rank is
             reduced = torch.zeros_like(reduced)
         return reduced, None, None, None
 

@@ -15,6 +15,7 @@ import numpy as np
 
 import horovod.common as hvd
 from horovod.common import dtypes
+from horovod.common.objects import broadcast_object
 
 ALL_DTYPES = ("uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64", "bool")
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
@@ -246,6 +247,39 @@ def case_static_process_sets() -> None:
             assert f"rank {rank} is not a member of process set {other.process_set_id}" in str(error), error
         else:
             raise AssertionError("an op on a process set excluding this rank was accepted")
+    hvd.barrier()
+
+
+def case_process_set_broadcast_roots() -> None:
+    """Broadcasts on process sets take a global root_rank, as in Horovod (the sets [0], [1], and with
+    3 ranks [0, 2] and [1, 2], each member root in turn, also for broadcast_object); a root outside
+    the set is refused on every member, naming the set's ranks."""
+    n = _size_from_env()
+    if n < 2:
+        hvd.init()
+        return
+    ranks_of_sets = [[0], [1], [0, 2], [1, 2]] if n >= 3 else [[0], [1]]
+    sets = [hvd.ProcessSet(ranks) for ranks in ranks_of_sets]
+    hvd.init(process_sets=sets)
+    rank = hvd.rank()
+    for ps in sets:
+        if not ps.included():
+            continue
+        for root in ps.ranks:
+            name = f"psbc.{ps.process_set_id}.{root}"
+            result = hvd.broadcast(np.full(3, rank, np.int32), root_rank=root, process_set=ps, name=name)
+            assert result.tolist() == [root] * 3, (ps.ranks, root, result)
+            # Named: unnamed calls are numbered per rank, and each rank here joins different sets.
+            got = broadcast_object(("from", rank), root_rank=root, name=f"{name}.object", process_set=ps)
+            assert got == ("from", root), (ps.ranks, root, got)
+        outsider = next(r for r in range(n) if r not in ps.ranks)
+        try:
+            hvd.broadcast(np.ones(1), root_rank=outsider, process_set=ps, name=f"psbc.{ps.process_set_id}.outside")
+        except ValueError as error:
+            expected = f"root rank {outsider} is not a member of process set {ps.process_set_id} (ranks {ps.ranks})"
+            assert expected in str(error), error
+        else:
+            raise AssertionError(f"root {outsider} outside {ps.ranks} was accepted")
     hvd.barrier()
 
 

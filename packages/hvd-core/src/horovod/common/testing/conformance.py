@@ -72,6 +72,10 @@ class BackendConformance:
         if self.supports_process_sets:
             self._each_size(cases.case_static_process_sets)
 
+    def test_process_set_broadcast_roots_are_global_ranks(self) -> None:
+        if self.supports_process_sets:
+            self._each_size(cases.case_process_set_broadcast_roots)
+
     def test_dynamic_process_sets(self) -> None:
         if self.supports_process_sets:
             self._each_size(cases.case_dynamic_process_sets)
