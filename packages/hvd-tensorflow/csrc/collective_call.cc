@@ -1,5 +1,7 @@
 #include "collective_call.h"
 
+#include "horovod/hvd_reduce.hpp"  // hvd::dtype_size
+
 #include <cstring>
 #include <string>
 
@@ -14,20 +16,6 @@ struct Status {
   bool ok() const { return TF_GetCode(s) == TSL_OK; }
   std::string message() const { return TF_Message(s); }
 };
-
-size_t ElementBytes(hvd_dtype dtype) {
-  switch (dtype) {
-    case HVD_DTYPE_UINT8:
-    case HVD_DTYPE_INT8:
-    case HVD_DTYPE_BOOL: return 1;
-    case HVD_DTYPE_INT16:
-    case HVD_DTYPE_FLOAT16:
-    case HVD_DTYPE_BFLOAT16: return 2;
-    case HVD_DTYPE_INT32:
-    case HVD_DTYPE_FLOAT32: return 4;
-    default: return 8;
-  }
-}
 
 bool ResultIsAllocatedByEngine(hvd_fw_op op) {
   return op == HVD_FW_ALLGATHER || op == HVD_FW_ALLTOALL || op == HVD_FW_REDUCESCATTER;
@@ -139,7 +127,7 @@ void CollectiveCall::Completed(const Slot& slot, const hvd_fw_result& result) {
   } else if (ResultIsAllocatedByEngine(attrs_.op)) {
     hvd_dtype dtype;
     EngineDtype(slot.dtype, &dtype);
-    size_t bytes = ElementBytes(dtype);
+    size_t bytes = hvd::dtype_size(dtype);
     for (int d = 0; d < result.output_ndim; ++d) bytes *= (size_t)result.output_shape[d];
     SetOutput(slot.index, slot.dtype, result.output_shape, result.output_ndim, result.output, bytes);
     if (attrs_.op == HVD_FW_ALLTOALL) {
