@@ -53,11 +53,16 @@ def _signal_soon(signum: int) -> threading.Timer:
 
 @pytest.mark.timeout(30)
 def test_ctrl_c_interrupts_a_blocked_synchronize_and_the_handle_stays_valid(one_rank: None) -> None:
-    handle, group = _first_of_a_pair("interrupted")
-    timer = _signal_soon(signal.SIGINT)
-    with pytest.raises(KeyboardInterrupt):
-        hvd.synchronize(handle)  # without slices this would wait for the second member forever
-    timer.join()
+    # Python's own Ctrl-C handler: a process started in the background (CI) inherits SIGINT ignored.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        handle, group = _first_of_a_pair("interrupted")
+        timer = _signal_soon(signal.SIGINT)
+        with pytest.raises(KeyboardInterrupt):
+            hvd.synchronize(handle)  # without slices this would wait for the second member forever
+        timer.join()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert not hvd.poll(handle)  # still running, still known
     second = _second_of_the_pair("interrupted", group)
     assert hvd.synchronize(handle).tolist() == [1.0, 1.0]

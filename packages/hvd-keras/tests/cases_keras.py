@@ -107,7 +107,9 @@ def case_optimizer_options() -> None:
         members = [0, hvd.size() - 1]
         pair = hvd.add_process_set(members)
         if hvd.rank() in members:
-            _fit_against_single_process(lambda: _model(seed=0), members, process_set=pair)
+            # Named: unnamed gradients are numbered per name in program order, and only the set's
+            # members run this; the other ranks' numbering must not fall behind theirs.
+            _fit_against_single_process(lambda: _model(seed=0), members, process_set=pair, name="pair")
         hvd.barrier()
         hvd.remove_process_set(pair)
 
