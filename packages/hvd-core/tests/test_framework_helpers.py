@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from horovod.common.framework_api import Adasum, Average, Sum, check_gradient_options, split_groups
+from horovod.common.framework_api import Adasum, Average, Sum, check_gradient_options, gradient_groups, split_groups
 
 
 @pytest.mark.parametrize(
@@ -39,3 +39,12 @@ def test_gradient_options_refuse_misuse(
 ) -> None:
     with pytest.raises(error, match=fragment.replace("(", r"\(").replace(")", r"\)")):
         check_gradient_options(op, predivide, num_groups, groups, "opt")
+
+
+def test_gradient_groups_by_count_or_by_variable_lists() -> None:
+    variables = ["w1", "b1", None, "w2", "b2"]  # None: a variable without a gradient
+    assert gradient_groups(variables, 2, None) == [[0, 1, 2], [3, 4]]
+    # Members matched by key, positions in the order the gradients come (groups in first-seen order).
+    by_layer = gradient_groups(variables, 0, [["b2", "w2"], ["w1"]], key=lambda v: v)
+    assert by_layer == [[0], [3, 4]]
+    assert gradient_groups(variables, 0, None) == []

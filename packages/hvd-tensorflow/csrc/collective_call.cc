@@ -96,21 +96,19 @@ void CollectiveCall::SubmitOperation(hvd_fw_request request) {
   Submit(request, &slots_[0]);
 }
 
-bool CollectiveCall::Submit(const hvd_fw_request& request, Slot* slot) {
+void CollectiveCall::Submit(const hvd_fw_request& request, Slot* slot) {
   const hvd_framework_v1* engine = Engine();
   if (!engine) {
-    Fail(TSL_FAILED_PRECONDITION, "hvd's TensorFlow kernels are not attached to the engine: import horovod.tensorflow");
-    return false;
+    return Fail(TSL_FAILED_PRECONDITION,
+                "hvd's TensorFlow kernels are not attached to the engine: import horovod.tensorflow");
   }
-  holds_.fetch_add(1, std::memory_order_relaxed);
+  holds_.fetch_add(1, std::memory_order_relaxed);  // the engine's, released when it reports back
   char error[1024];
   uint32_t rc = engine->submit(&request, &CollectiveCall::OnEngineDone, slot, error, sizeof error);
-  if (rc != HVD_FW_OK) {
+  if (rc != HVD_FW_OK) {  // refused: the engine will not report back
     Fail(TfCode(rc), error);
     Release();
-    return false;
   }
-  return true;
 }
 
 void CollectiveCall::OnEngineDone(void* slot, const hvd_fw_result* result) {

@@ -50,7 +50,7 @@ class CollectiveCall {
   };
   static void OnEngineDone(void* slot, const hvd_fw_result* result);
   void Completed(const Slot& slot, const hvd_fw_result& result);
-  bool Submit(const hvd_fw_request& request, Slot* slot);
+  void Submit(const hvd_fw_request& request, Slot* slot);
   void SetOutput(int index, TF_DataType dtype, const int64_t* shape, int ndim, const void* data, size_t bytes);
   void Finish();
 

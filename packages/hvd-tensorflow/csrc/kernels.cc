@@ -10,7 +10,7 @@ namespace hvdtf {
 
 namespace {
 
-// Reads attributes, keeping the first failure; Failed() reports it to TensorFlow.
+// Reads attributes, keeping the first failure; Result() reports it to TensorFlow.
 class AttrReader {
  public:
   explicit AttrReader(TF_OpKernelConstruction* ctx) : ctx_(ctx), status_(TF_NewStatus()) {}

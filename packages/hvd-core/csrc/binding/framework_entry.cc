@@ -13,7 +13,6 @@
 #include "binding/bindings.h"
 #include "engine/engine.h"
 #include "horovod/hvd_framework.h"
-#include "horovod/hvd_reduce.hpp"
 
 namespace hvdcore::binding {
 

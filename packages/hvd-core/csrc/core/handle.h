@@ -56,29 +56,18 @@ class HandleState {
   explicit HandleState(std::shared_ptr<CallerBell> bell = nullptr, OnComplete on_complete = nullptr)
       : bell_(std::move(bell)), on_complete_(std::move(on_complete)) {}
   bool poll() const { return done_.load(std::memory_order_acquire); }
-  // Blocks until done; callers release the GIL first.
-  void Wait() {
-    if (poll()) return;
-    if (bell_) bell_->CallerBlocks();
-    {
-      std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return done_.load(std::memory_order_acquire); });
-    }
-    if (bell_) bell_->CallerResumes();
-  }
   // Blocks until done or until `interrupted()`, asked every `slice`, returns true; true when done.
   // How a Python caller waits: between slices it lets Python run its signal handlers (Ctrl-C, an
   // alarm), which a wait that never returned to Python would hold off until the peer arrived.
+  // Callers release the GIL first.
   bool WaitInterruptibly(std::chrono::microseconds slice, const std::function<bool()>& interrupted) {
     if (poll()) return true;
     if (bell_) bell_->CallerBlocks();
     bool done = false;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      while (!(done = done_.load(std::memory_order_acquire))) {
-        cv_.wait_for(lk, slice, [&] { return done_.load(std::memory_order_acquire); });
-        if (done_.load(std::memory_order_acquire)) continue;
-        lk.unlock();
+      while (!(done = cv_.wait_for(lk, slice, [&] { return done_.load(std::memory_order_acquire); }))) {
+        lk.unlock();  // the handler may take a while (and the GIL): completion must not wait for it
         bool stop = interrupted();
         lk.lock();
         if (stop) break;
@@ -100,7 +89,7 @@ class HandleState {
   void Complete(Status status) {
     // Before the callback: it may submit more (a kernel that TensorFlow runs inline), and those
     // must see this caller counted out.
-    if (waiting_.exchange(kCompleted) == kCounted) bell_->CallerResumes();
+    if (on_complete_ && waiting_.exchange(kCompleted) == kCounted) bell_->CallerResumes();
     {
       std::lock_guard<std::mutex> lk(mu_);
       status_ = std::move(status);

@@ -69,6 +69,11 @@ def group_key(base_name: str) -> int:
     return int.from_bytes(hashlib.blake2b(base_name.encode(), digest_size=8).digest(), "little") >> 1
 
 
+def group_names(base_name: str, count: int) -> tuple[list[str], int]:
+    """The engine's names of a group's ``count`` members (``<base_name>.<i>``) and the group's id."""
+    return [f"{base_name}.{i}" for i in range(count)], group_key(base_name)
+
+
 class Collectives:
     """Every collective, asynchronous with integer handles, for one tensor type."""
 
@@ -82,9 +87,9 @@ class Collectives:
         kind: str, tensors: Sequence[Any], name: str | None, submit: Callable[[Any, str, tuple[int, int]], int]
     ) -> list[int]:
         """Submits each tensor as ``<name>.<i>`` of one group, so they are negotiated and run together."""
-        base = name or state.context().auto_name(kind)
-        group = (group_key(base), len(tensors))
-        return [submit(t, f"{base}.{i}", group) for i, t in enumerate(tensors)]
+        names, group_id = group_names(name or state.context().auto_name(kind), len(tensors))
+        group = (group_id, len(tensors))
+        return [submit(t, n, group) for t, n in zip(tensors, names, strict=True)]
 
     # This is the per-tensor cost of every collective (a training step submits hundreds of small
     # tensors), so it is written flat: explicit arguments passed to the engine positionally, no

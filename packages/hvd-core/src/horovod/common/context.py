@@ -99,11 +99,13 @@ class Context:
         core, finish, kept, out = self._pending(handle)
         try:
             core.wait()  # raises the operation's error (waits without the GIL if not done yet)
-        finally:
+        except BaseException:
             # Interrupted (a signal handler raised, as Ctrl-C does) the operation is still running,
             # on this tuple's buffers: the handle stays, to be synchronized again.
             if core.poll():
                 self._handles.pop(handle, None)
+            raise
+        self._handles.pop(handle, None)
         return out if finish is None else finish(core, kept, out)  # _result, inlined: once per tensor
 
     def _pending(self, handle: int) -> Pending:

@@ -51,7 +51,7 @@ from horovod.common.collectives import (
     Sum,
     TensorAdapter,
     barrier,
-    group_key,
+    group_names,
     handle_average_backwards_compatibility,
     join,
     poll,
@@ -74,8 +74,9 @@ T = TypeVar("T")
 #: The version of this API: the major changes when a name is removed or changes meaning, the minor
 #: when names are added (1.1: ``NumpyAdapter``, for frameworks whose tensors cross as numpy arrays;
 #: ``broadcast_object`` and ``allgather_object``, written once for every framework. 1.2:
-#: ``native_entry`` and ``group_key``, for framework kernels that submit from native code;
-#: ``split_groups`` and ``check_gradient_options``, for distributed optimizers; ``position_in_set``).
+#: ``native_entry`` and ``group_names``, for framework kernels that submit from native code;
+#: ``split_groups``, ``gradient_groups`` and ``check_gradient_options``, for distributed
+#: optimizers; ``position_in_set``).
 API_VERSION = (1, 2)
 
 #: Device kinds a tensor adapter reports in ``describe`` (``DTYPE_CODES`` maps dtype names, such as
@@ -104,6 +105,29 @@ def split_groups(items: Sequence[T], parts: int) -> list[list[T]]:
     size, extra = divmod(len(items), parts)
     pieces = [list(items[i * size + min(i, extra) : (i + 1) * size + min(i + 1, extra)]) for i in range(parts)]
     return [piece for piece in pieces if piece]
+
+
+def gradient_groups(
+    variables: Sequence[Any], num_groups: int, groups: list[list[Any]] | None, key: Callable[[Any], Any] = id
+) -> list[list[int]]:
+    """Which of a step's gradients go to the engine together as one group, as positions into
+    ``variables`` (the gradients' variables, in order; None for one without): ``num_groups``
+    consecutive pieces, or the members of each list of ``groups``, variables matched by ``key``.
+    Gradients in no group are reduced on their own (and fused by the engine as usual).
+
+    .. versionadded:: 0.2
+    """
+    if num_groups:
+        return split_groups(list(range(len(variables))), num_groups)
+    if groups is None:
+        return []
+    group_of = {key(v): g for g, members in enumerate(groups) for v in members}
+    by_group: dict[int, list[int]] = {}
+    for position, variable in enumerate(variables):
+        group = group_of.get(key(variable)) if variable is not None else None
+        if group is not None:
+            by_group.setdefault(group, []).append(position)
+    return list(by_group.values())
 
 
 def check_gradient_options(
@@ -228,7 +252,8 @@ __all__ = [
     "global_process_set",
     "gloo_built",
     "gloo_enabled",
-    "group_key",
+    "gradient_groups",
+    "group_names",
     "handle_average_backwards_compatibility",
     "init",
     "is_homogeneous",

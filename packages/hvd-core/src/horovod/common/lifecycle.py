@@ -84,11 +84,10 @@ def init(comm: Sequence[int] | Any | None = None, process_sets: Sequence[Any] | 
         for ps_id, ps in enumerate(static_sets, start=1):
             ps.process_set_id = ps_id
         slot.context = Context(engine, topology, spec.name, job)
-        if slot is state.process_slot:  # native framework kernels submit to the process's engine
-            _core.publish_engine(engine)
         if comm is not None and world_backend is None:  # a sub-world's hosts are known by asking its members
             slot.context.topology = _gathered_topology(env, topology)
         if slot is state.process_slot:
+            _core.publish_engine(engine)  # native framework kernels submit to the process's engine
             _shutdown_at_exit()
     plugins.after_init(topology.rank, topology.size, spec.name)
 

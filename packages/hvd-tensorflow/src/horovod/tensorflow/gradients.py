@@ -50,20 +50,8 @@ class GradientReducer:
 
     def _index_groups(self, dense: list[int], variables: Sequence[Any] | None) -> list[list[int]]:
         """Positions (into ``dense``) of the gradients that go together as one engine group."""
-        if self.num_groups:
-            return api.split_groups(list(range(len(dense))), self.num_groups)
-        if self.variable_groups is None or variables is None:
-            return []
-        group_of = {}
-        for g, members in enumerate(self.variable_groups):
-            for var in members:
-                group_of[variable_key(var)] = g
-        by_group: dict[int, list[int]] = {}
-        for position, index in enumerate(dense):
-            group = group_of.get(variable_key(variables[index])) if variables[index] is not None else None
-            if group is not None:
-                by_group.setdefault(group, []).append(position)
-        return list(by_group.values())
+        dense_variables = [variables[i] for i in dense] if variables is not None else [None] * len(dense)
+        return api.gradient_groups(dense_variables, self.num_groups, self.variable_groups, variable_key)
 
     def reduce(self, gradients: Sequence[Any], variables: Sequence[Any] | None = None) -> list[Any]:
         """Every gradient reduced over the process set (None stays None)."""

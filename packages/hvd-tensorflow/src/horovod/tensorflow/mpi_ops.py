@@ -26,7 +26,7 @@ from horovod.common.framework_api import (
     ProcessSet,
     Sum,
     global_process_set,
-    group_key,
+    group_names,
     handle_average_backwards_compatibility,
     process_set_id,
     synchronize,
@@ -124,7 +124,7 @@ def raw_allreduce(
 
     def graph_op(xs: list[tf.Tensor]) -> list[tf.Tensor]:
         outputs: list[tf.Tensor] = [xs[0]] * len(xs)
-        calls = [(indices, *_group_of(names[indices[0]], len(indices))) for indices in grouped]
+        calls = [(indices, *group_names(names[indices[0]], len(indices))) for indices in grouped]
         if single:
             calls.append((single, [names[i] for i in single], -1))
         for indices, op_names, group_id in calls:
@@ -142,12 +142,6 @@ def raw_allreduce(
         return outputs
 
     return bridge.run(tensors, submit, list, graph_op, [t.shape for t in tensors])
-
-
-def _group_of(base: str, count: int) -> tuple[list[str], int]:
-    """The engine's names of a group's members and its id, as hvd-core's grouped collectives give
-    them (``<base>.<i>``, an id derived from ``base``)."""
-    return [f"{base}.{i}" for i in range(count)], group_key(base)
 
 
 def raw_allgather(tensors: Sequence[tf.Tensor], names: Sequence[str], process_set: ProcessSet) -> list[tf.Tensor]:
@@ -209,7 +203,7 @@ def raw_reducescatter(
         ]
 
     def graph_op(xs: list[tf.Tensor]) -> list[tf.Tensor]:
-        op_names, group_id = _group_of(names[0], len(xs)) if group else (list(names), -1)
+        op_names, group_id = group_names(names[0], len(xs)) if group else (list(names), -1)
         return list(
             native.ops().hvd_reducescatter(
                 xs,

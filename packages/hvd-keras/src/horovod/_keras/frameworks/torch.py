@@ -13,7 +13,7 @@ from typing import Any
 
 from horovod._keras.compression import backend_compressor
 from horovod._keras.frameworks import GradientSettings
-from horovod.common.framework_api import Sum, set_size, split_groups
+from horovod.common.framework_api import Sum, gradient_groups, set_size
 from horovod.common.plugin_api import get_plugin_manager
 
 
@@ -32,20 +32,6 @@ class TorchGradientReducer:
         self.settings = settings
         self.compression = backend_compressor(settings.compression, hvd.Compression)
 
-    def _index_groups(self, dense: list[int], variables: Sequence[Any] | None) -> list[list[int]]:
-        s = self.settings
-        if s.num_groups:
-            return split_groups(list(range(len(dense))), s.num_groups)
-        if s.groups is None or variables is None:
-            return []
-        group_of = {id(v): g for g, members in enumerate(s.groups) for v in members}
-        by_group: dict[int, list[int]] = {}
-        for position, index in enumerate(dense):
-            group = group_of.get(id(variables[index]))
-            if group is not None:
-                by_group.setdefault(group, []).append(position)
-        return list(by_group.values())
-
     def reduce(self, gradients: Sequence[Any], variables: Sequence[Any] | None = None) -> list[Any]:
         s, hvd = self.settings, self.hvd
         results = list(gradients)
@@ -61,7 +47,8 @@ class TorchGradientReducer:
         scales = {"op": op, "prescale_factor": pre, "postscale_factor": post, "process_set": s.process_set}
         # Every gradient submitted before any is waited for: the engine fuses what is in flight.
         pending: list[tuple[list[int], Any]] = []  # (positions into dense, handle)
-        grouped = self._index_groups(dense, variables)
+        dense_variables = [variables[i] for i in dense] if variables is not None else [None] * len(dense)
+        grouped = gradient_groups(dense_variables, s.num_groups, s.groups)
         for g, positions in enumerate(grouped):
             handle = hvd.grouped_allreduce_async([tensors[p] for p in positions], name=f"{s.prefix}.group{g}", **scales)
             pending.append((positions, handle))
