@@ -37,6 +37,10 @@ nb::dlpack::dtype DlpackDtype(hvd_dtype d) {
 // How often a waiting caller lets Python handle pending signals: Ctrl-C and alarms reach a rank
 // blocked on a peer within this, at the cost of one GIL round trip per interval.
 constexpr std::chrono::milliseconds kSignalCheckInterval{50};
+// Only the main thread runs Python's signal handlers: other threads wait as before, without
+// taking the GIL every interval (which slowed a rank's main thread submitting beside them).
+constexpr std::chrono::hours kNoSignalChecks{1};
+unsigned long g_main_thread = 0;  // set when the module is imported, on the main thread
 
 nb::object OutputOf(HandleState& h, bool raw) {
   if (!h.output) return nb::none();
@@ -54,6 +58,7 @@ nb::object OutputOf(HandleState& h, bool raw) {
 }  // namespace
 
 void BindHandle(nb::module_& m) {
+  g_main_thread = PyThread_get_thread_ident();
   nb::class_<HandleState>(m, "Handle")
       .def("poll", &HandleState::poll, "True once the operation has completed; never blocks.")
       .def(
@@ -61,9 +66,10 @@ void BindHandle(nb::module_& m) {
           [](HandleState& h) {
             if (!h.poll()) {  // a completed op (the common case in synchronize) skips the GIL round trip
               bool done;
+              const bool main_thread = PyThread_get_thread_ident() == g_main_thread;
               {
                 nb::gil_scoped_release nogil;
-                done = h.WaitInterruptibly(kSignalCheckInterval, [] {
+                done = h.WaitInterruptibly(main_thread ? kSignalCheckInterval : kNoSignalChecks, [] {
                   nb::gil_scoped_acquire gil;
                   return PyErr_CheckSignals() != 0;  // a handler raised: its exception is set
                 });
