@@ -242,8 +242,9 @@ def train(session: nox.Session) -> None:
 # formats, so taking one is a deliberate change (with its fixes), never a surprise in CI.
 # .pre-commit-config.yaml runs the same versions; the lint session fails when the two differ.
 LINT_TOOLS = ["ruff==0.17.6", "mypy==2.4.1", "clang-format==23.1.5"]
-# Type information for third-party modules that ship none (cloudpickle has none at all: mypy.ini).
-LINT_STUBS = ["types-PyYAML==6.0.12.20261113"]
+# Type information for third-party modules that ship none (cloudpickle has none at all: mypy.ini),
+# and pytest, which ships its own, for the test kits in src/ (hvd-runner's cluster fixture).
+LINT_STUBS = ["types-PyYAML==6.0.12.20261113", "types-psutil==7.2.2.20261111", "pytest==9.2.0"]
 # The stub generator whose output the engine's checked-in stub must be (pinned for the same reason;
 # the lint session builds hvd-core with it too, which BUILD_TOOLS' nanobind>=2 allows).
 STUBGEN = "nanobind==3.1.0"

@@ -60,6 +60,28 @@ def test_unimplemented_knobs_warn(caplog) -> None:
     assert any("HOROVOD_AUTOTUNE" in r.getMessage() and "no effect" in r.getMessage() for r in caplog.records)
 
 
+def test_hierarchical_allreduce_groups_ranks_by_the_launchers_host(caplog) -> None:
+    with caplog.at_level(logging.WARNING, logger="horovod"):
+        c = engine_config(
+            _core,
+            {"HOROVOD_HIERARCHICAL_ALLREDUCE": "1", "HOROVOD_HOSTNAME": "node7"},
+            rank=3,
+            size=4,
+            key_prefix="t",
+            local_rank=1,
+        )
+    assert c.hierarchical_allreduce and c.host_key == "node7" and c.local_rank == 1
+    assert not caplog.records  # implemented: no "has no effect" warning
+    assert not _config().hierarchical_allreduce
+
+
+def test_hierarchical_allreduce_in_a_world_of_some_ranks_says_it_has_no_effect(caplog) -> None:
+    with caplog.at_level(logging.WARNING, logger="horovod"):
+        c = engine_config(_core, {"HOROVOD_HIERARCHICAL_ALLREDUCE": "1"}, rank=0, size=2, key_prefix="t")
+    assert not c.hierarchical_allreduce
+    assert any("HOROVOD_HIERARCHICAL_ALLREDUCE has no effect" in r.getMessage() for r in caplog.records)
+
+
 def test_topology_from_launcher_variables() -> None:
     t = topology_from_env(
         {"HOROVOD_RANK": "3", "HOROVOD_SIZE": "4", "HOROVOD_LOCAL_RANK": "1", "HOROVOD_LOCAL_SIZE": "2"}

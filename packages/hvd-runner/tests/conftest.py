@@ -11,6 +11,7 @@ import os
 import queue
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -18,6 +19,9 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+
+# The session's cluster of network-namespace hosts (the netns_cluster fixture), for multi-host tests.
+pytest_plugins = ["cluster_fixtures"]
 
 #: Seconds any one launched job may take before the test fails (the job is killed then).
 JOB_TIMEOUT_S = 120
@@ -160,3 +164,46 @@ def assert_all_gone(pids: Iterable[int], timeout: float = 10.0) -> None:
             break
         time.sleep(0.1)
     assert not alive, f"processes still alive after the launcher exited: {alive}"
+
+
+#: A rank's allreduces of many sizes, dtypes and ops, and a fused batch, summed up in one digest,
+#: with the number of allreduces the engine did host by host (HOROVOD_HIERARCHICAL_ALLREDUCE).
+HIERARCHICAL = textwrap.dedent(
+    """\
+    import hashlib, numpy as np, horovod.common as hvd
+    from horovod.common.testing.probes import engine_stats
+    hvd.init()
+    r, s = hvd.rank(), hvd.size()
+    digest = hashlib.sha256()
+    rng = np.random.default_rng(r)
+    for n in (0, 1, 3, 1000, 65537):
+        for dtype in (np.float32, np.float64, np.int32, np.int64):
+            x = rng.integers(-1000, 1000, n).astype(dtype)  # integers: exact in any order of summation
+            for op in (hvd.Sum, hvd.Max, hvd.Min, hvd.Average):
+                if op is hvd.Average and dtype in (np.int32, np.int64):
+                    continue
+                digest.update(hvd.allreduce(x, op=op, name=f"{n}.{np.dtype(dtype).name}.{op}").tobytes())
+    handles = [hvd.allreduce_async(np.full(7 + i, r + i, np.float32), name=f"fused.{i}") for i in range(16)]
+    for h in handles:
+        digest.update(hvd.synchronize(h).tobytes())
+    print(f"rank {r} digest {digest.hexdigest()} hierarchical {engine_stats()['hierarchical_allreduces']}", flush=True)
+    hvd.shutdown()
+    """
+)
+
+
+def run_twice_and_compare_digests(run: Callable[[list[str]], subprocess.CompletedProcess[str]]) -> None:
+    """Runs HIERARCHICAL flat, then with --hierarchical-allreduce (``run`` takes horovodrun's
+    arguments after the hosts): every rank gets the same results both times, and the second run
+    really went host by host."""
+    digests = {}
+    for hierarchical in (False, True):
+        result = run([*(["--hierarchical-allreduce"] if hierarchical else []), *python_ranks(HIERARCHICAL)])
+        assert result.returncode == 0, result.stdout + result.stderr
+        lines = [line.split(":", 1)[1] for line in result.stdout.splitlines() if ">:rank " in line]
+        assert lines, result.stdout
+        digests[hierarchical] = {line.split()[3] for line in lines}
+        used = {int(line.split()[5]) for line in lines}
+        assert (min(used) > 0) if hierarchical else (used == {0}), result.stdout
+    assert len(digests[False]) == 1, digests  # every rank has the same results...
+    assert digests[True] == digests[False]  # ...and the same as without the hierarchy

@@ -107,7 +107,6 @@ def test_rank_calling_sys_exit(backend: str) -> None:
         ({"reset_limit": 1}, NotSupportedError, "elastic training"),
         ({"use_mpi": True}, NotSupportedError, r"horovod.run through mpirun \(--mpi\) is not supported yet"),
         ({"mpi_args": "-x A"}, UsageError, r"--mpi-args only apply when mpirun starts the ranks"),
-        ({"hosts": "hvd-no-such-remote-host:2"}, NotSupportedError, "remote hosts over ssh"),
         ({"hosts": "localhost:x"}, UsageError, "slots 'x'"),
         ({"np": 3, "hosts": "localhost:2"}, UsageError, "more processes than the 2 slots"),
         ({"network_interface": "hvd-nonexistent0"}, UsageError, "no interface named"),
@@ -117,6 +116,13 @@ def test_bad_or_unsupported_arguments(kwargs: dict, error: type[Exception], mess
     with pytest.raises(error, match=message):
         horovod.run(print, **kwargs)
     assert issubclass(error, ValueError)
+
+
+def test_an_unreachable_host_is_named_with_sshs_reason() -> None:
+    from horovod.runner.host_check import HostCheckError
+
+    with pytest.raises(HostCheckError, match=r"ssh to host hvd-no-such-remote-host failed: .*Could not resolve"):
+        horovod.run(print, hosts="hvd-no-such-remote-host:2", disable_cache=True, start_timeout=10)
 
 
 def test_func_must_be_callable() -> None:

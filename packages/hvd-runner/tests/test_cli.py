@@ -344,7 +344,6 @@ def test_missing_config_file(tmp_path: Path) -> None:
         (["--blacklist-cooldown-range", "1", "2"], "elastic training"),
         (["--host-discovery-script", "discover.sh"], r"elastic training \(--host-discovery-script\)"),
         (["--jsrun"], r"\(--jsrun\) is not supported yet"),
-        (["-H", "hvd-no-such-remote-host:2"], "remote hosts over ssh .*hvd-no-such-remote-host.* is not supported yet"),
     ],
 )
 def test_not_yet_supported_is_refused(argv: list[str], message: str) -> None:
@@ -359,7 +358,22 @@ def test_ssh_flags_on_local_hosts_are_noted_not_ignored() -> None:
     assert any("--disable-cache has no effect" in n for n in notes)
 
 
+def test_ssh_flags_for_remote_hosts_are_not_noted() -> None:
+    settings = job("-H", "localhost:1,hvd-no-such-remote-host:1", "-p", "2222", "-i", "key", "--disable-cache")
+    assert settings.notes == ()
+    assert settings.remote_hosts == ("hvd-no-such-remote-host",)
+    assert (settings.ssh.port, settings.ssh.identity_file, settings.use_host_cache) == (2222, "key", False)
+
+
 # --- through the command (exit codes and messages) -------------------------------------------------
+
+
+def test_an_unreachable_host_exits_1_naming_it() -> None:
+    result = horovodrun("-H", "hvd-no-such-remote-host:1", "--disable-cache", *python_ranks("print('ran')"), timeout=60)
+    assert result.returncode == 1, result
+    assert "ssh to host hvd-no-such-remote-host failed: " in result.stderr
+    assert "Could not resolve hostname" in result.stderr
+    assert "ran" not in result.stdout
 
 
 @pytest.mark.parametrize(
@@ -374,7 +388,10 @@ def test_ssh_flags_on_local_hosts_are_noted_not_ignored() -> None:
         (["-np", "2"], "no command given"),
         (["-np", "1", "--log-level", "LOUD"], "argument --log-level: 'LOUD' is not one of"),
         (["-np", "1", "--min-np", "1"], "is not supported yet"),
-        (["-np", "1", "-H", "hvd-no-such-remote-host:1"], "is not supported yet"),
+        (
+            ["-H", "localhost:1,127.0.0.1:1,hvd-no-such-remote-host:1"],
+            "hosts localhost, 127.0.0.1 are all this machine: list it once, with all its slots",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_a_clear_message(argv: list[str], message: str) -> None:

@@ -17,7 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LineReader, assert_all_gone, horovodrun, horovodrun_argv, python_ranks, reported_pids
+from conftest import (
+    LineReader,
+    assert_all_gone,
+    horovodrun,
+    horovodrun_argv,
+    python_ranks,
+    reported_pids,
+    run_twice_and_compare_digests,
+)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -58,6 +66,12 @@ def test_allreduce_with_hosts_from_a_hostfile(tmp_path: Path, job_env: dict[str,
     result = horovodrun("-np", "2", "--hostfile", str(hostfile), *python_ranks(ALLREDUCE), env=job_env)
     assert result.returncode == 0, result.stderr
     assert expected_allreduce_line(1, 2) in result.stdout.splitlines()
+
+
+def test_hierarchical_allreduce_with_this_machine_as_two_hosts(job_env: dict[str, str]) -> None:
+    # Two names of this machine are two hosts to the job: the hierarchy groups ranks by the host
+    # they were placed on, so its steps run here (each host's through shared memory).
+    run_twice_and_compare_digests(lambda args: horovodrun("-H", "localhost:2,127.0.0.1:1", *args, env=job_env))
 
 
 def test_topology_and_contract_variables(job_env: dict[str, str]) -> None:

@@ -27,11 +27,13 @@ std::string Link(const char* path) {
 
 std::string HostIdentity(size_t slot_bytes) {
   std::string boot = ReadFirstLine("/proc/sys/kernel/random/boot_id");
+  // The network namespace too: processes in different ones are different hosts to the job (a
+  // cluster of namespaces on one machine), whose traffic between them must go over the network.
   std::string pid_ns = Link("/proc/self/ns/pid"), mnt_ns = Link("/proc/self/ns/mnt"),
-              ipc_ns = Link("/proc/self/ns/ipc");
+              ipc_ns = Link("/proc/self/ns/ipc"), net_ns = Link("/proc/self/ns/net");
   if (boot.empty() || pid_ns.empty() || mnt_ns.empty()) return "";
-  return boot + "|" + pid_ns + "|" + mnt_ns + "|" + ipc_ns + "|uid " + std::to_string(getuid()) + "|slot " +
-         std::to_string(slot_bytes);
+  return boot + "|" + pid_ns + "|" + mnt_ns + "|" + ipc_ns + "|" + net_ns + "|uid " + std::to_string(getuid()) +
+         "|slot " + std::to_string(slot_bytes);
 }
 
 ProcessState ReadProcessState(int32_t pid) {

@@ -9,7 +9,8 @@ namespace hvd_shm {
 
 // What members must share to map one region: the same running kernel (boot id), the same PID
 // namespace (liveness is checked through /proc/<pid>), the same mount and IPC namespaces (the
-// same /dev/shm), the same user (the region is 0600), and the same slot size. Empty when /proc
+// same /dev/shm), the same network namespace (another one is another host of the job), the same
+// user (the region is 0600), and the same slot size. Empty when /proc
 // does not tell.
 std::string HostIdentity(size_t slot_bytes);
 

@@ -96,6 +96,7 @@ void BindEngine(nb::module_& m) {
         d["tensors"] = x.tensors.load();
         d["fused_batches"] = x.fused_batches.load();
         d["declined_buffer_calls"] = x.declined_buffer_calls.load();
+        d["hierarchical_allreduces"] = x.hierarchical_allreduces.load();
         nb::dict calls;
         for (int t = 0; t < kOpTypeCount; ++t) calls[OpTypeName((OpType)t)] = x.backend_calls[t].load();
         d["backend_calls"] = calls;

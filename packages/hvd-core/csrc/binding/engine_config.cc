@@ -28,7 +28,10 @@ void BindEngineConfig(nb::module_& m) {
       .def_rw("dynamic_process_sets", &EngineConfig::dynamic_process_sets)
       .def_rw("process_sets", &EngineConfig::process_sets)
       .def_rw("failure_report_key", &EngineConfig::failure_report_key)
-      .def_rw("failure_report_wait_ms", &EngineConfig::failure_report_wait_ms);
+      .def_rw("failure_report_wait_ms", &EngineConfig::failure_report_wait_ms)
+      .def_rw("hierarchical_allreduce", &EngineConfig::hierarchical_allreduce)
+      .def_rw("host_key", &EngineConfig::host_key)
+      .def_rw("local_rank", &EngineConfig::local_rank);
 }
 
 }  // namespace hvdcore::binding

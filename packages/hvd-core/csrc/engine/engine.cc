@@ -35,18 +35,38 @@ Engine::~Engine() {
 
 Status Engine::Connect(ProcessSet& ps) {
   if (!ps.member()) return Status::Ok();
-  std::vector<int32_t> job_ranks = ps.ranks;
-  std::string prefix = config_.key_prefix + "/ps" + std::to_string(ps.id);
+  return ConnectRanks(ps.ranks, ps.my_rank, "ps" + std::to_string(ps.id), &ps.comm);
+}
+
+Status Engine::ConnectRanks(const std::vector<int32_t>& ranks, int32_t my_index, const std::string& key,
+                            std::unique_ptr<Comm>* out) {
+  std::vector<int32_t> job_ranks = ranks;
+  std::string prefix = config_.key_prefix + "/" + key;
   hvd_comm_config_v1 cc{};
   cc.struct_size = sizeof cc;
-  cc.rank = ps.my_rank;
-  cc.size = ps.size();
+  cc.rank = my_index;
+  cc.size = (int32_t)job_ranks.size();
   cc.job_ranks = job_ranks.data();
   cc.key_prefix = prefix.c_str();
   cc.timeout_ms = config_.timeout_ms;
   cc.device_kind = HVD_DEVICE_CPU;
   cc.device_id = -1;
-  return Comm::Create(backend_, cc, store_->c_store(), &ps.comm);
+  return Comm::Create(backend_, cc, store_->c_store(), out);
+}
+
+Status Engine::ConnectHierarchy(ProcessSet& global) {
+  if (!config_.hierarchical_allreduce || global.size() < 2) return Status::Ok();
+  std::string why;
+  Status st = HierarchicalComm::Connect(
+      *global.comm, config_.host_key, config_.local_rank,
+      [this](const std::vector<int32_t>& ranks, int32_t my_index, const std::string& key, std::unique_ptr<Comm>* out) {
+        return ConnectRanks(ranks, my_index, "hier/" + key, out);
+      },
+      &global.hierarchy, &why);
+  if (st.ok() && !global.hierarchy && config_.rank == 0) {
+    HVD_LOG(log_, kWarning) << "HOROVOD_HIERARCHICAL_ALLREDUCE has no effect in this job: " << why;
+  }
+  return st;
 }
 
 // Settings that shape the negotiation protocol must be equal everywhere, or the bit-vectors of
@@ -62,16 +82,16 @@ Status Engine::CheckConfigAgreement() {
     for (int32_t r : sorted) sets_hash = (sets_hash ^ (uint64_t)(uint32_t)r) * 1099511628211ull;
     sets_hash = (sets_hash ^ 0xFFFFFFFFull) * 1099511628211ull;
   }
-  constexpr int kCount = 5;
-  int64_t mine[kCount] = {config_.cache_capacity, config_.inline_bytes, config_.dynamic_process_sets ? 1 : 0,
-                          (int64_t)(sets_hash >> 1), config_.fusion_threshold};
+  constexpr int kCount = 6;
+  int64_t mine[kCount] = {config_.cache_capacity,    config_.inline_bytes,     config_.dynamic_process_sets ? 1 : 0,
+                          (int64_t)(sets_hash >> 1), config_.fusion_threshold, config_.hierarchical_allreduce ? 1 : 0};
   std::vector<int64_t> all(kCount * (size_t)n);
   Status st = global.comm->Allgatherv(mine, all.data(), std::vector<size_t>(n, kCount), HVD_DTYPE_INT64);
   if (!st.ok()) return st;
   // Each of these shapes the collective calls every rank makes: ranks that differ would diverge.
-  const char* names[kCount] = {"HOROVOD_CACHE_CAPACITY", "HOROVOD_NEGOTIATION_INLINE_BYTES",
+  const char* names[kCount] = {"HOROVOD_CACHE_CAPACITY",       "HOROVOD_NEGOTIATION_INLINE_BYTES",
                                "HOROVOD_DYNAMIC_PROCESS_SETS", "the static process sets (a hash of their ranks)",
-                               "HOROVOD_FUSION_THRESHOLD"};
+                               "HOROVOD_FUSION_THRESHOLD",     "HOROVOD_HIERARCHICAL_ALLREDUCE"};
   for (int k = 0; k < kCount; ++k) {
     for (int32_t r = 0; r < n; ++r) {
       if (all[kCount * r + k] != all[k]) {
@@ -114,6 +134,7 @@ void Engine::Start() {
   for (auto& kv : sets_) {
     Status st = Connect(*kv.second);
     if (st.ok() && kv.first == 0) st = CheckConfigAgreement();
+    if (st.ok() && kv.first == 0) st = ConnectHierarchy(*kv.second);
     if (!st.ok()) {
       sets_.clear();
       throw StatusError{st};

@@ -51,6 +51,12 @@ struct EngineConfig {
   // Where a launcher describes a lost rank in the store (diagnostics/failure_report.h); empty: no launcher.
   std::string failure_report_key;
   int64_t failure_report_wait_ms = 3000;
+  // HOROVOD_HIERARCHICAL_ALLREDUCE: the global set's allreduces go host by host
+  // (backend/hierarchical_comm.h). Ranks are grouped by host_key (equal on one host) and
+  // local_rank.
+  bool hierarchical_allreduce = false;
+  std::string host_key;
+  int32_t local_rank = 0;
 };
 
 struct ProcessSetInfo {
@@ -107,6 +113,10 @@ class Engine {
   Status RunSet(ProcessSet& ps, StopWish wish, bool* stop, bool* anyone_busy, StopCause* cause);
   Status ExecuteCycle(ProcessSet& ps, CycleResult& result);
   Status Connect(ProcessSet& ps);
+  // Creates a communicator of `ranks` in which this rank is member `my_index`, keys under `key`.
+  Status ConnectRanks(const std::vector<int32_t>& ranks, int32_t my_index, const std::string& key,
+                      std::unique_ptr<Comm>* out);
+  Status ConnectHierarchy(ProcessSet& global);
   Status CheckConfigAgreement();
   Status ApplyProcessSetChange(const Response& r);
   std::string NextProcessSetChangeName();

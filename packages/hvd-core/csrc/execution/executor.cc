@@ -193,6 +193,15 @@ Status Executor::Run(ProcessSet& ps, const Response& r, std::vector<std::unique_
   }
 }
 
+Status Executor::ReduceAll(ProcessSet& ps, const void* send, void* recv, size_t count, hvd_dtype dtype,
+                           hvd_reduce_op op) {
+  if (ps.hierarchy) {
+    ++stats_.hierarchical_allreduces;
+    return ps.hierarchy->Allreduce(send, recv, count, dtype, op);
+  }
+  return ps.comm->Allreduce(send, recv, count, dtype, op);
+}
+
 Status Executor::Allreduce(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries) {
   const size_t esize = hvd::dtype_size(r.dtype);
   const hvd_reduce_op op = BackendReduceOp(r.op);
@@ -203,7 +212,7 @@ Status Executor::Allreduce(ProcessSet& ps, const Response& r, std::vector<std::u
   // choice rests on the negotiated response alone, so that every member calls the backend alike
   // (a backend may check that they do); memory shared between tensors of this rank's batch is
   // handled inside (AllreduceWhereTheyAre).
-  if (ps.comm->backend().has_allreduce_buffers() && r.prescale == 1.0) {
+  if (ps.comm->backend().has_allreduce_buffers() && r.prescale == 1.0 && !ps.hierarchy) {
     bool declined = false;
     Status st = AllreduceWhereTheyAre(ps, r, entries, op, post, &declined);
     if (!declined) return st;
@@ -230,7 +239,7 @@ Status Executor::Allreduce(ProcessSet& ps, const Response& r, std::vector<std::u
       buf = neutral.data();
       send = buf;
     }
-    Status st = ps.comm->Allreduce(send, buf, count, r.dtype, op);
+    Status st = ReduceAll(ps, send, buf, count, r.dtype, op);
     if (st.ok() && e) Scale(r.dtype, buf, count, post);
     return st;
   }
@@ -257,7 +266,7 @@ Status Executor::Allreduce(ProcessSet& ps, const Response& r, std::vector<std::u
     }
     offset += counts[i];
   }
-  Status st = ps.comm->Allreduce(fused, fused, total, r.dtype, op);
+  Status st = ReduceAll(ps, fused, fused, total, r.dtype, op);
   if (!st.ok()) return st;
   offset = 0;
   for (size_t i = 0; i < entries.size(); ++i) {

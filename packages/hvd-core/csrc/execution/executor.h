@@ -19,6 +19,7 @@ struct ExecutionStats {
   std::atomic<uint64_t> tensors{0};
   std::atomic<uint64_t> fused_batches{0};  // allreduce calls that carried more than one tensor
   std::atomic<uint64_t> declined_buffer_calls{0};  // multi-buffer allreduces the backend handed back
+  std::atomic<uint64_t> hierarchical_allreduces{0};  // allreduces done host by host (hierarchical_comm.h)
 };
 
 // Called with each finished entry; the engine releases its name and completes its handle.
@@ -45,6 +46,8 @@ class Executor {
   std::vector<Response> Fuse(std::vector<Response> responses) const;
   Status Run(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries);
   Status Allreduce(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries);
+  // One buffer's allreduce on the set's communicator, or host by host (ps.hierarchy).
+  Status ReduceAll(ProcessSet& ps, const void* send, void* recv, size_t count, hvd_dtype dtype, hvd_reduce_op op);
   // Through a backend that reduces several buffers, scaled, in one call: each tensor is read and
   // written where it is, with no fusion buffer and no scaling pass of the engine's.
   Status AllreduceWhereTheyAre(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries,

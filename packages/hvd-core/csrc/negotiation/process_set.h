@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/backend_loader.h"
+#include "backend/hierarchical_comm.h"
 #include "core/handle.h"
 #include "diagnostics/stall_inspector.h"
 #include "negotiation/coordinator.h"
@@ -41,6 +42,9 @@ struct ProcessSet {
   const std::vector<int32_t> ranks;  // engine ranks of the members, ascending
   int32_t my_rank = -1;              // this engine's rank within the set, -1 if not a member
   std::unique_ptr<Comm> comm;
+  // The global set's allreduces go through it when HOROVOD_HIERARCHICAL_ALLREDUCE is on and the
+  // job spans hosts with several ranks on some (hierarchical_comm.h); null otherwise.
+  std::unique_ptr<HierarchicalComm> hierarchy;
   ResponseCache cache;
   Coordinator coordinator;  // used on the set's rank 0 only
   StallInspector stall;     // likewise

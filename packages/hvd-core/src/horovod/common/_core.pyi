@@ -213,6 +213,24 @@ class EngineConfig:
     @failure_report_wait_ms.setter
     def failure_report_wait_ms(self, arg: int, /) -> None: ...
 
+    @property
+    def hierarchical_allreduce(self) -> bool: ...
+
+    @hierarchical_allreduce.setter
+    def hierarchical_allreduce(self, arg: bool, /) -> None: ...
+
+    @property
+    def host_key(self) -> str: ...
+
+    @host_key.setter
+    def host_key(self, arg: str, /) -> None: ...
+
+    @property
+    def local_rank(self) -> int: ...
+
+    @local_rank.setter
+    def local_rank(self, arg: int, /) -> None: ...
+
 class Handle:
     def poll(self) -> bool:
         """True once the operation has completed; never blocks."""

@@ -8,6 +8,7 @@ own overrides, since ``os.environ`` is shared).
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,7 +33,6 @@ LOG_LEVELS = {"trace": 0, "debug": 1, "info": 2, "warning": 3, "error": 4, "fata
 # warning says they have no effect, so nobody believes they are tuning something.
 _NOT_YET = (
     "HOROVOD_AUTOTUNE",
-    "HOROVOD_HIERARCHICAL_ALLREDUCE",
     "HOROVOD_HIERARCHICAL_ALLGATHER",
     "HOROVOD_ADASUM_MPI_CHUNK_SIZE",
     "HOROVOD_THREAD_AFFINITY",
@@ -97,8 +97,21 @@ def failure_report_key(job_key: str) -> str:
     return f"{job_key}/lost"
 
 
-def engine_config(core: Any, env: Mapping[str, str], *, rank: int, size: int, key_prefix: str) -> Any:
-    """A ``_core.EngineConfig`` from the ``HOROVOD_*`` knobs, with Horovod's defaults."""
+def host_key(env: Mapping[str, str]) -> str:
+    """What names this rank's host, equal for the ranks of one host: the launcher's host name for
+    it, else this machine's name."""
+    return env.get("HOROVOD_HOSTNAME") or socket.gethostname()
+
+
+def engine_config(
+    core: Any, env: Mapping[str, str], *, rank: int, size: int, key_prefix: str, local_rank: int | None = None
+) -> Any:
+    """A ``_core.EngineConfig`` from the ``HOROVOD_*`` knobs, with Horovod's defaults.
+
+    ``local_rank``: this rank's place on its host, for HOROVOD_HIERARCHICAL_ALLREDUCE; None where the
+    world's hosts are not known as the engine starts (a world made of some of a job's ranks), which
+    then reduces flat and says so.
+    """
     config = core.EngineConfig()
     config.rank = rank
     config.size = size
@@ -126,6 +139,13 @@ def engine_config(core: Any, env: Mapping[str, str], *, rank: int, size: int, ke
     job_key = env.get("HOROVOD_JOB_KEY", "").strip()
     config.failure_report_key = failure_report_key(job_key) if job_key else ""
     config.failure_report_wait_ms = int(_float(env, "HOROVOD_FAILURE_REPORT_WAIT_SECONDS", 3.0) * 1000)
+    if _bool(env, "HOROVOD_HIERARCHICAL_ALLREDUCE"):
+        if local_rank is None:
+            _log.warning("HOROVOD_HIERARCHICAL_ALLREDUCE has no effect in a world made with init(comm=...)")
+        else:
+            config.hierarchical_allreduce = True
+            config.host_key = host_key(env)
+            config.local_rank = local_rank
     for key in _NOT_YET:
         if env.get(key, "").strip() not in ("", "0"):
             _log.warning("%s is set, but this release of hvd does not implement it yet; it has no effect", key)

@@ -12,7 +12,6 @@ import contextlib
 import dataclasses
 import hashlib
 import os
-import socket
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -70,7 +69,14 @@ def init(comm: Sequence[int] | Any | None = None, process_sets: Sequence[Any] | 
         if world_backend is not None and world_backend != spec.name:
             spec = _backend_for_world(plugins, env, world_backend, comm)
         key_prefix = f"{launch.job_key}/{world_key}/init{next(slot.init_count)}"
-        settings = config.engine_config(_core, env, rank=topology.rank, size=topology.size, key_prefix=key_prefix)
+        settings = config.engine_config(
+            _core,
+            env,
+            rank=topology.rank,
+            size=topology.size,
+            key_prefix=key_prefix,
+            local_rank=topology.local_rank if comm is None else None,
+        )
         static_sets = list(process_sets or [])
         settings.process_sets = [ps.ranks for ps in static_sets]
 
@@ -114,7 +120,7 @@ def _gathered_topology(env: dict[str, str], world: Topology) -> Topology:
 
     from horovod.common.ops import allgather
 
-    host = env.get("HOROVOD_HOSTNAME") or socket.gethostname()
+    host = config.host_key(env)
     key = int.from_bytes(hashlib.sha256(host.encode()).digest()[:8], "little", signed=True)
     hosts = allgather(np.array([key], np.int64), name="__hvd.topology.hosts").tolist()
     me = world.rank

@@ -115,7 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
         parser,
         "--disable-cache",
         dest="disable_cache",
-        help="Accepted for compatibility: hvd-runner keeps no cache of start-up checks.",
+        help="Check every remote host over ssh again instead of using the answers of the last hour "
+        "($XDG_CACHE_HOME/hvd/host-checks.json).",
     )
     parser.add_argument(
         "--start-timeout",
@@ -131,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
         dest="nics",
         action=_NicsAction,
         default=None,
-        help="Network interface(s) for communication, comma-separated or repeated (e.g. eth0,eth1).",
+        help="Network interface(s) for communication, comma-separated or repeated (e.g. eth0,eth1); "
+        "default: the interfaces every host has on one shared network (checked over ssh).",
     )
     parser.add_argument(
         "--output-filename",
@@ -148,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="The command each rank runs.")
 
-    ssh = parser.add_argument_group("SSH arguments (remote hosts: not supported yet)")
+    ssh = parser.add_argument_group("SSH arguments (remote hosts are reached with OpenSSH's ssh)")
     ssh.add_argument(
         "-p", "--ssh-port", dest="ssh_port", type=_positive_int, default=None, help="SSH port on all hosts."
     )

@@ -123,13 +123,28 @@ def local_names() -> frozenset[str]:
 
 
 def is_local(name: str) -> bool:
+    """Whether ``name`` is this machine: one of its names, or an address of one of its interfaces
+    (resolved: a cluster's name for this machine counts too), so its ranks need no ssh."""
     lowered = name.lower()
     if lowered in local_names():
         return True
     try:
-        return ipaddress.ip_address(lowered).is_loopback
+        return ipaddress.ip_address(lowered).is_loopback or lowered in _interface_addresses()
     except ValueError:
-        return False
+        pass
+    try:
+        resolved = {str(info[4][0]) for info in socket.getaddrinfo(name, None)}
+    except OSError:
+        return False  # unknown here: ssh will say so when it is reached
+    return any(ipaddress.ip_address(a.split("%", 1)[0]).is_loopback for a in resolved) or bool(
+        resolved & _interface_addresses()
+    )
+
+
+def _interface_addresses() -> frozenset[str]:
+    from horovod.runner.interfaces import local_addresses
+
+    return local_addresses()
 
 
 def place_ranks(hosts: list[Host], np: int) -> list[Placement]:

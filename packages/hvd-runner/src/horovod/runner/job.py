@@ -15,10 +15,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
 from horovod.common.plugin_api import failure_report_key
-from horovod.runner import exit_report, loss_report, worker_env
+from horovod.runner import exit_report, loss_report, network, worker_env
 from horovod.runner import settings as settings_mod
-from horovod.runner.local import LocalJob, Outcome, RankSpec, Report
+from horovod.runner.local import DEFAULT_GRACE_S, LocalJob, Outcome, RankSpec, Report, start_here
 from horovod.runner.output import OutputRouter
+from horovod.runner.rank_process import RankProcess, RemoteRankProcess
 from horovod.runner.rendezvous import auth
 from horovod.runner.rendezvous.server import DEFAULT_MAX_VALUE_BYTES, RendezvousServer, StoreFull
 from horovod.runner.settings import JobSettings
@@ -36,10 +37,21 @@ def _max_value_bytes(environ: Mapping[str, str]) -> int:
 
 
 def rank_environments(
-    settings: JobSettings, base: Mapping[str, str], *, job_key: str, addr: str, port: int, secret: bytes, max_value: int
+    settings: JobSettings,
+    base: Mapping[str, str],
+    *,
+    job_key: str,
+    addr: str,
+    port: int,
+    secret: bytes,
+    max_value: int,
+    nics: Sequence[str] = (),
 ) -> list[dict[str, str]]:
     """The full environment of each rank: ``base``, the job's settings, then the contract's variables."""
     common = dict(base)
+    if nics:  # a job across hosts: the interfaces chosen for it (--network-interface is in settings.env)
+        common[worker_env.GLOO_IFACE] = nics[0]
+        common[worker_env.NCCL_SOCKET_IFNAME] = ",".join(nics)
     common.update(settings.env)
     common.setdefault("PYTHONUNBUFFERED", "1")  # output reaches the launcher as it is printed
     common[worker_env.JOB_KEY] = job_key
@@ -80,8 +92,9 @@ def run_job(
         log(f"note: {note}")
     reports: dict[int, Report] = {}
     prefix = exit_report.key_prefix(job_key)
+    job_network = network.prepare(settings)  # checks the remote hosts over ssh first
 
-    with RendezvousServer(secret, host=settings.rendezvous_host, max_value_bytes=max_value) as server:
+    with RendezvousServer(secret, host=job_network.rendezvous_host, max_value_bytes=max_value) as server:
 
         def publish_loss(line: str) -> None:
             with contextlib.suppress(StoreFull):  # the job filled the store: survivors only miss this detail
@@ -101,9 +114,18 @@ def run_job(
 
         server.watch(on_set)
         envs = rank_environments(
-            settings, base, job_key=job_key, addr=server.host, port=server.port, secret=secret, max_value=max_value
+            settings,
+            base,
+            job_key=job_key,
+            addr=server.host,
+            port=server.port,
+            secret=secret,
+            max_value=max_value,
+            nics=job_network.nics,
         )
         if settings.verbose:
+            if job_network.description:
+                log(f"network: {job_network.description}")
             log(f"rendezvous server listening on {server.host}:{server.port} (HMAC-authenticated)")
             for line in settings_mod.describe(settings):
                 log(line)
@@ -128,8 +150,27 @@ def run_job(
             start_timeout_s=settings.start_timeout_s,
             reports=reports,
             observer=losses,
+            starter=_starter(settings),
         )
         return job.run()
+
+
+def _starter(settings: JobSettings) -> Callable[[RankSpec], RankProcess]:
+    """Starts a rank here, or over ssh on its remote host."""
+    if not settings.remote_hosts:
+        return start_here
+    remote = frozenset(settings.remote_hosts)
+    # The remote side stops a rank within this grace, a second before the launcher would give up on
+    # its ssh and kill it, so that a job stopped by the launcher has ended on every host when it returns.
+    remote_grace_s = max(0.5, DEFAULT_GRACE_S - 1.0)
+
+    def start(spec: RankSpec) -> RankProcess:
+        host = spec.placement.hostname
+        if host not in remote:
+            return start_here(spec)
+        return RemoteRankProcess(host, settings.ssh, sys.executable, spec.argv, spec.env, remote_grace_s)
+
+    return start
 
 
 _PER_RANK = frozenset(

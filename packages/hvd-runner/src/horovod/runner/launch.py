@@ -76,6 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)
         return 1
 
+    from horovod.runner.host_check import HostCheckError
     from horovod.runner.job import run_job
     from horovod.runner.local import LaunchError
 
@@ -90,6 +91,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)
         return 2
+    except HostCheckError as error:
+        _log(f"error: {error}")
+        return 1
     except LaunchError as error:
         _log(f"error: {error}")
         return 127 if isinstance(error.__cause__, FileNotFoundError) else 1

@@ -1,6 +1,7 @@
-"""Running ranks as processes of this machine, and stopping all of them when one fails.
+"""Running the ranks of a job, and stopping all of them when one fails.
 
-Each rank is started in its own session and process group (so a Ctrl-C at the terminal reaches
+Each rank runs on this machine or, through ssh, on a remote host (:mod:`horovod.runner.rank_process`).
+Each is started in its own session and process group (so a Ctrl-C at the terminal reaches
 only the launcher, which then stops the ranks in order, and so a rank's own children are stopped
 with it). The first rank to exit non-zero decides the job's exit status; every other rank gets a
 few seconds to end on its own (its collectives fail, naming the lost rank), then is sent SIGTERM
@@ -15,7 +16,6 @@ import contextlib
 import dataclasses
 import queue
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -25,12 +25,9 @@ from typing import Any, Protocol
 from horovod.runner.exit_report import EXITING
 from horovod.runner.hosts import Placement
 from horovod.runner.output import OutputRouter
-from horovod.runner.process_groups import (
-    group_alive,
-    is_stopped,
-    shell_status,
-    signal_group,
-)
+from horovod.runner.process_groups import shell_status
+from horovod.runner.rank_process import RankProcess
+from horovod.runner.ssh import SSH_FAILED
 
 #: Seconds between SIGTERM and SIGKILL.
 DEFAULT_GRACE_S = 3.0
@@ -52,6 +49,14 @@ class RankSpec:
     env: dict[str, str]
 
 
+#: Starts one rank (on this machine by default; a job across hosts passes one that uses ssh).
+RankStarter = Callable[[RankSpec], RankProcess]
+
+
+def start_here(spec: RankSpec) -> RankProcess:
+    return RankProcess(spec.argv, spec.env)
+
+
 @dataclasses.dataclass(frozen=True)
 class RankExit:
     rank: int
@@ -59,6 +64,13 @@ class RankExit:
     returncode: int
     #: When the launcher saw it end (time.monotonic()).
     ended: float = 0.0
+    #: The remote host it ran on; None for a rank of this machine.
+    host: str | None = None
+
+    @property
+    def where(self) -> str:
+        """``pid 123`` here, ``on host h1`` for a remote rank (whose pid here is ssh's)."""
+        return f"pid {self.pid}" if self.host is None else f"on host {self.host}"
 
     @property
     def exit_code(self) -> int:
@@ -66,6 +78,11 @@ class RankExit:
         return shell_status(self.returncode)
 
     def describe(self) -> str:
+        if self.host is not None and self.returncode == SSH_FAILED:
+            return (
+                f"ended with ssh's own failure status {SSH_FAILED} (ssh could not reach {self.host}, or lost the "
+                "connection: its message is among the rank's output)"
+            )
         if self.returncode >= 0:
             return f"exited with code {self.returncode}"
         try:
@@ -131,7 +148,9 @@ class LocalJob:
         reports: Mapping[int, Report] | None = None,
         failure_grace_s: float = DEFAULT_FAILURE_GRACE_S,
         observer: RankObserver | None = None,
+        starter: RankStarter = start_here,
     ) -> None:
+        self._starter = starter
         self._ranks = list(ranks)
         self._failure_grace_s = failure_grace_s
         self._observer = observer
@@ -144,7 +163,7 @@ class LocalJob:
         self._log = log
         self._grace_s = grace_s
         self._start_timeout_s = start_timeout_s
-        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._procs: dict[int, RankProcess] = {}
         # Rank exits from the waiter threads. A SimpleQueue's get() is C code that takes no lock a
         # Ctrl-C could leave held (queue.Queue's Python-level locking can), and an interrupted get()
         # takes no item: stopping the ranks after a signal reads this same queue.
@@ -190,21 +209,12 @@ class LocalJob:
             except OSError as error:
                 raise LaunchError(f"cannot create the output directory of rank {rank}: {error}") from error
             try:
-                proc = subprocess.Popen(
-                    list(spec.argv),
-                    env=spec.env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    start_new_session=True,  # own session and process group: see the module docstring
-                    close_fds=True,
-                )
+                proc = self._starter(spec)
             except OSError as error:
                 raise LaunchError(
                     f"cannot start rank {rank} ({' '.join(spec.argv[:1])}): {error.strerror or error}"
                 ) from error
             self._procs[rank] = proc
-            assert proc.stdout is not None and proc.stderr is not None
             self._output.attach(rank, "stdout", proc.stdout)
             self._output.attach(rank, "stderr", proc.stderr)
             threading.Thread(target=self._await_exit, args=(rank, proc), name=f"hvd-wait-{rank}", daemon=True).start()
@@ -214,14 +224,15 @@ class LocalJob:
                     "raise it with --start-timeout or HOROVOD_START_TIMEOUT"
                 )
 
-    def _await_exit(self, rank: int, proc: subprocess.Popen[bytes]) -> None:
+    def _await_exit(self, rank: int, proc: RankProcess) -> None:
         returncode = proc.wait()
         self._events.put((rank, returncode, time.monotonic()))
 
     # --- waiting -------------------------------------------------------------------------
 
     def _record(self, rank: int, returncode: int, ended: float) -> RankExit:
-        exit_ = RankExit(rank, self._procs[rank].pid, returncode, ended)
+        proc = self._procs[rank]
+        exit_ = RankExit(rank, proc.pid, returncode, ended, proc.host)
         self._exits[rank] = exit_
         return exit_
 
@@ -249,7 +260,7 @@ class LocalJob:
         if first is None:
             return Outcome(0, None, dict(self._exits))
         culprit = self._first_to_fail() or first
-        message = f"job failed: rank {culprit.rank} (pid {culprit.pid}) {culprit.describe()}"
+        message = f"job failed: rank {culprit.rank} ({culprit.where}) {culprit.describe()}"
         if culprit.rank in self._signaled and culprit.returncode in (-signal.SIGTERM, -signal.SIGKILL):
             message += " by horovodrun"
         report = self._reports.get(culprit.rank)
@@ -268,7 +279,7 @@ class LocalJob:
         its peers can only time out waiting for it, and their errors should say why. A rank that
         runs again is withdrawn (a debugger's or profiler's short stop is not a failure)."""
         for rank, proc in self._procs.items():
-            stopped = rank not in self._exits and is_stopped(proc.pid)
+            stopped = rank not in self._exits and proc.stopped()
             polls = self._stopped_polls.get(rank, 0) + 1 if stopped else 0
             self._stopped_polls[rank] = polls
             if polls == 2:
@@ -324,7 +335,7 @@ class LocalJob:
         for rank in live:
             if rank not in self._reports:
                 self._signaled.setdefault(rank, now)
-                signal_group(self._procs[rank].pid, signal.SIGTERM)
+                self._procs[rank].terminate()
         self._collect(live, time.monotonic() + self._grace_s)
         stubborn = live - set(self._exits)
         if stubborn:
@@ -335,23 +346,23 @@ class LocalJob:
         now = time.monotonic()
         for rank in stubborn:
             self._signaled.setdefault(rank, now)
-            signal_group(self._procs[rank].pid, signal.SIGKILL)
+            self._procs[rank].kill()
         self._hurry.clear()
         self._collect(stubborn, time.monotonic() + 30.0)
 
     def _reap_leftovers(self) -> None:
         """Stops what ranks left behind in their process groups (their own children)."""
-        groups = [proc.pid for proc in self._procs.values() if group_alive(proc.pid)]
+        groups = [proc for proc in self._procs.values() if proc.group_alive()]
         if not groups:
             return
-        for pgid in groups:
-            signal_group(pgid, signal.SIGTERM)
+        for proc in groups:
+            proc.terminate()
         deadline = time.monotonic() + self._grace_s
-        while time.monotonic() < deadline and any(group_alive(g) for g in groups) and not self._hurry.is_set():
+        while time.monotonic() < deadline and any(p.group_alive() for p in groups) and not self._hurry.is_set():
             time.sleep(0.05)
-        for pgid in groups:
-            if group_alive(pgid):
-                signal_group(pgid, signal.SIGKILL)
+        for proc in groups:
+            if proc.group_alive():
+                proc.kill()
 
     def _signals_deferred(self) -> _DeferSignals:
         return _DeferSignals(self._hurry)

@@ -72,7 +72,9 @@ def prepare(
     host_list, np = settings_mod.hosts_and_np(ns)
     hosts.place_ranks(host_list, np)  # refuses more ranks than slots, as without MPI
     all_local = all(hosts.is_local(h.name) for h in host_list)
-    notes = settings_mod.no_effect_notes(ns, ssh=all_local)
+    notes = settings_mod.no_effect_notes(ns, local_only=all_local)
+    if ns.disable_cache and not all_local:
+        notes.append("--disable-cache has no effect with --mpi: mpirun reaches the hosts, with no checks of hvd's")
     if ns.nics and all_local:
         settings_mod.check_nics(ns.nics)
     if ns.prefix_output_with_timestamp and impl.flavour == mpi_impl.MPICH:

@@ -13,6 +13,7 @@ import socket
 
 from horovod.runner import config_file, controller, env_mapping, hosts, worker_env
 from horovod.runner.errors import NotSupportedError, UsageError
+from horovod.runner.ssh import SshOptions
 
 DEFAULT_START_TIMEOUT_S = 30
 
@@ -31,7 +32,7 @@ _MPI_ONLY = {"mpi_args": "--mpi-args", "binding_args": "--binding-args"}
 
 @dataclasses.dataclass(frozen=True)
 class JobSettings:
-    """Everything needed to start the ranks of one job on this machine."""
+    """Everything needed to start the ranks of one job, here and on remote hosts."""
 
     placements: list[hosts.Placement]
     #: Variables every rank gets on top of the launcher's environment (tunables, backend choice...).
@@ -40,10 +41,18 @@ class JobSettings:
     output_filename: str | None = None
     verbose: bool = False
     prefix_timestamp: bool = False
-    #: Address the rendezvous server binds to (every host is this machine for now).
+    #: Address the rendezvous server binds to when every host is this machine (a job across hosts
+    #: binds to this machine's address on the hosts' network instead: :mod:`horovod.runner.network`).
     rendezvous_host: str = "127.0.0.1"
     #: Things accepted that have no effect, to tell the user.
     notes: tuple[str, ...] = ()
+    #: The hosts that are not this machine, reached with ``ssh``; empty for a job on this machine.
+    remote_hosts: tuple[str, ...] = ()
+    ssh: SshOptions = dataclasses.field(default_factory=SshOptions)
+    #: --network-interface, if given.
+    nics: tuple[str, ...] = ()
+    #: False with --disable-cache: check every host over ssh again (:mod:`horovod.runner.host_check`).
+    use_host_cache: bool = True
 
     @property
     def size(self) -> int:
@@ -114,15 +123,17 @@ def hosts_and_np(ns: argparse.Namespace) -> tuple[list[hosts.Host], int]:
     return host_list, np
 
 
-def no_effect_notes(ns: argparse.Namespace, *, ssh: bool) -> list[str]:
-    """Flags accepted with no effect: the ssh ones when every host is this machine (``ssh``), --disable-cache."""
+def no_effect_notes(ns: argparse.Namespace, *, local_only: bool) -> list[str]:
+    """Flags accepted with no effect: the ssh ones and --disable-cache when every host is this machine."""
     notes = []
-    if ssh:
-        for dest, flag in (("ssh_port", "-p/--ssh-port"), ("ssh_identity_file", "-i/--ssh-identity-file")):
-            if getattr(ns, dest) is not None:
-                notes.append(f"{flag} has no effect: every host is this machine")
-    if ns.disable_cache:
-        notes.append("--disable-cache has no effect: hvd-runner keeps no cache of start-up checks")
+    if local_only:
+        for dest, flag in (
+            ("ssh_port", "-p/--ssh-port"),
+            ("ssh_identity_file", "-i/--ssh-identity-file"),
+            ("disable_cache", "--disable-cache"),
+        ):
+            if getattr(ns, dest):
+                notes.append(f"{flag} has no effect: every host is this machine (nothing is reached over ssh)")
     return notes
 
 
@@ -151,18 +162,18 @@ def from_namespace(ns: argparse.Namespace, environ: dict[str, str] | None = None
     environ = dict(os.environ if environ is None else environ)
     _refuse_unsupported(ns, environ)
     host_list, np = hosts_and_np(ns)
-    remote = [h.name for h in host_list if not hosts.is_local(h.name)]
-    if remote:
-        raise NotSupportedError(
-            f"running ranks on remote hosts over ssh ({', '.join(remote)} is not this machine)",
-            "every host must be this machine for now (localhost, 127.0.0.1 or " + socket.gethostname() + ")",
-        )
     placements = hosts.place_ranks(host_list, np)
-    notes = no_effect_notes(ns, ssh=True)
+    used = list(dict.fromkeys(p.hostname for p in placements))
+    remote = tuple(name for name in used if not hosts.is_local(name))
+    here = [name for name in used if name not in remote]
+    if remote and len(here) > 1:
+        raise UsageError(f"hosts {', '.join(here)} are all this machine: list it once, with all its slots")
+    notes = no_effect_notes(ns, local_only=not remote)
 
     env = env_mapping.env_from_options(vars(ns))
     if ns.nics:
-        check_nics(ns.nics)
+        if not remote:
+            check_nics(ns.nics)  # a job across hosts checks them on every host as it starts
         env[worker_env.GLOO_IFACE] = ns.nics[0]
         env[worker_env.NCCL_SOCKET_IFNAME] = ",".join(ns.nics)
     if ns.use_gloo:
@@ -189,6 +200,10 @@ def from_namespace(ns: argparse.Namespace, environ: dict[str, str] | None = None
         verbose=bool(ns.verbose),
         prefix_timestamp=bool(ns.prefix_output_with_timestamp),
         notes=tuple(notes),
+        remote_hosts=remote,
+        ssh=SshOptions(port=ns.ssh_port, identity_file=ns.ssh_identity_file, connect_timeout_s=start_timeout),
+        nics=tuple(ns.nics or ()),
+        use_host_cache=not ns.disable_cache,
     )
 
 
@@ -196,7 +211,9 @@ def describe(settings: JobSettings) -> list[str]:
     """Lines for --verbose: where each rank runs and what it is given."""
     lines = [f"{settings.size} rank(s):"]
     for p in settings.placements:
+        over_ssh = " (ssh)" if p.hostname in settings.remote_hosts else ""
         lines.append(
-            f"  rank {p.rank} on {p.hostname}: local {p.local_rank}/{p.local_size}, cross {p.cross_rank}/{p.cross_size}"
+            f"  rank {p.rank} on {p.hostname}{over_ssh}: local {p.local_rank}/{p.local_size}, "
+            f"cross {p.cross_rank}/{p.cross_size}"
         )
     return lines

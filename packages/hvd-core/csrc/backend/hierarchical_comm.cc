@@ -1,0 +1,114 @@
+#include "backend/hierarchical_comm.h"
+
+#include <algorithm>
+#include <map>
+
+#include "horovod/hvd_reduce.hpp"
+
+namespace hvdcore {
+namespace {
+
+uint64_t Fnv1a(const std::string& text) {
+  uint64_t hash = 1469598103934665603ull;
+  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
+  return hash;
+}
+
+}  // namespace
+
+Status HierarchicalComm::Connect(Comm& global, const std::string& host_key, int32_t local_rank,
+                                 const Connector& connect, std::unique_ptr<HierarchicalComm>* out, std::string* why) {
+  out->reset();
+  const int32_t n = global.size(), me = global.rank();
+  // Halved so that it stays a positive int64 (the values only need to compare equal).
+  int64_t mine[2] = {(int64_t)(Fnv1a(host_key) >> 1), local_rank};
+  std::vector<int64_t> all(2 * (size_t)n);
+  Status st = global.Allgatherv(mine, all.data(), std::vector<size_t>(n, 2), HVD_DTYPE_INT64);
+  if (!st.ok()) return st;
+
+  // Hosts in the order of their lowest rank; each host's ranks by local rank.
+  std::vector<int64_t> host_order;
+  std::map<int64_t, std::map<int64_t, int32_t>> by_host;  // host -> local rank -> job rank
+  for (int32_t r = 0; r < n; ++r) {
+    const int64_t host = all[2 * r], local = all[2 * r + 1];
+    if (!by_host.count(host)) host_order.push_back(host);
+    if (!by_host[host].emplace(local, r).second) {
+      return Status::InvalidArgument("hierarchical allreduce: ranks " + std::to_string(by_host[host][local]) + " and " +
+                                     std::to_string(r) + " both say they are local rank " + std::to_string(local) +
+                                     " of one host (HOROVOD_LOCAL_RANK, HOROVOD_HOSTNAME)");
+    }
+  }
+  size_t largest = 0, smallest = (size_t)n;
+  for (const auto& [host, members] : by_host) {
+    if (members.rbegin()->first != (int64_t)members.size() - 1) {
+      return Status::InvalidArgument("hierarchical allreduce: the local ranks of host of rank " +
+                                     std::to_string(members.begin()->second) + " are not 0.." +
+                                     std::to_string(members.size() - 1) + " (HOROVOD_LOCAL_RANK)");
+    }
+    largest = std::max(largest, members.size());
+    smallest = std::min(smallest, members.size());
+  }
+  if (by_host.size() == 1 || largest == 1) {
+    *why = by_host.size() == 1 ? "every rank is on one host" : "every host runs one rank";
+    return Status::Ok();
+  }
+
+  auto comm = std::make_unique<HierarchicalComm>();
+  comm->hosts_ = (int32_t)by_host.size();
+  comm->homogeneous_ = largest == smallest;
+  const int64_t my_host = all[2 * me];
+  std::vector<int32_t> host_ranks, cross_ranks;
+  for (const auto& [local, rank] : by_host[my_host]) host_ranks.push_back(rank);
+  int32_t host_index = 0, my_cross_index = 0;
+  for (size_t h = 0; h < host_order.size(); ++h) {
+    const auto& members = by_host[host_order[h]];
+    auto found = members.find(local_rank);
+    if (found == members.end()) continue;  // a smaller host: no rank with this local rank
+    if (host_order[h] == my_host) {
+      host_index = (int32_t)h;
+      my_cross_index = (int32_t)cross_ranks.size();
+    }
+    cross_ranks.push_back(found->second);
+  }
+  st = connect(host_ranks, local_rank, "host" + std::to_string(host_index), &comm->host_);
+  if (st.ok()) st = connect(cross_ranks, my_cross_index, "cross" + std::to_string(local_rank), &comm->cross_);
+  if (!st.ok()) return st;
+  *out = std::move(comm);
+  return Status::Ok();
+}
+
+Status HierarchicalComm::Allreduce(const void* send, void* recv, size_t count, hvd_dtype dtype, hvd_reduce_op op) {
+  return homogeneous_ ? AllreduceByBlocks(send, recv, count, dtype, op)
+                      : AllreduceThroughLeaders(send, recv, count, dtype, op);
+}
+
+Status HierarchicalComm::AllreduceByBlocks(const void* send, void* recv, size_t count, hvd_dtype dtype,
+                                           hvd_reduce_op op) {
+  const size_t esize = hvd::dtype_size(dtype), members = (size_t)host_->size();
+  std::vector<size_t> counts(members);
+  for (size_t i = 0; i < members; ++i) counts[i] = count / members + (i < count % members ? 1 : 0);
+  const size_t mine = counts[(size_t)host_->rank()];
+  // The block lives apart from `recv`: `send` may be `recv` itself (an in-place fused buffer),
+  // which the host's reducescatter still reads while it writes the block.
+  if (scratch_.size() < mine * esize) scratch_.resize(mine * esize);
+  Status st = host_->Reducescatter(send, scratch_.data(), counts, dtype, op);
+  if (st.ok() && mine) st = cross_->Allreduce(scratch_.data(), scratch_.data(), mine, dtype, op);
+  if (st.ok()) st = host_->Allgatherv(scratch_.data(), recv, counts, dtype);
+  return st;
+}
+
+Status HierarchicalComm::AllreduceThroughLeaders(const void* send, void* recv, size_t count, hvd_dtype dtype,
+                                                 hvd_reduce_op op) {
+  const size_t esize = hvd::dtype_size(dtype);
+  const bool leader = host_->rank() == 0;
+  std::vector<size_t> counts((size_t)host_->size(), 0);
+  counts[0] = count;  // every element's host sum to local rank 0
+  if (leader && scratch_.size() < count * esize) scratch_.resize(count * esize);
+  uint8_t nothing;  // the other members receive no element
+  Status st = host_->Reducescatter(send, leader ? scratch_.data() : &nothing, counts, dtype, op);
+  if (st.ok() && leader) st = cross_->Allreduce(scratch_.data(), recv, count, dtype, op);
+  if (st.ok()) st = host_->Broadcast(recv, count, dtype, 0);
+  return st;
+}
+
+}  // namespace hvdcore

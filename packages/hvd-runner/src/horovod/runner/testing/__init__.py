@@ -1,0 +1,1 @@
+"""Test kit of hvd-runner."""

@@ -1,0 +1,320 @@
+"""Jobs across hosts: horovodrun -H over ssh, on a cluster of network namespaces with real sshd
+(``netns_cluster``: three hosts hvdt-h0..2 on one bridge, the launcher running on hvdt-h0 as on the
+first machine of a cluster). The hosts share the filesystem, as an NFS-mounted cluster does.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import HIERARCHICAL, LineReader, horovodrun_argv, python_ranks, run_twice_and_compare_digests
+from horovod.runner.testing.netns_cluster import NetnsCluster
+
+pytestmark = pytest.mark.timeout(240)
+
+#: Seconds any one job across hosts may take before the test fails.
+JOB_TIMEOUT_S = 120
+
+TOPOLOGY = textwrap.dedent(
+    """\
+    import os, numpy as np, horovod.common as hvd
+    hvd.init()
+    r, s = hvd.rank(), hvd.size()
+    total = hvd.allreduce(np.arange(4, dtype=np.float32) * (r + 1), op=hvd.Sum, name="x")
+    gathered = hvd.allgather(np.full(r + 1, r, dtype=np.int32), name="g")
+    print(
+        f"rank {r}/{s} host {os.environ['HOROVOD_HOSTNAME']} netns {os.readlink('/proc/self/ns/net')} "
+        f"local {hvd.local_rank()}/{hvd.local_size()} cross {hvd.cross_rank()}/{hvd.cross_size()} "
+        f"homogeneous {hvd.is_homogeneous()} sum {total.tolist()} gathered {gathered.tolist()}",
+        flush=True,
+    )
+    hvd.shutdown()
+    """
+)
+
+
+def run_on(
+    cluster: NetnsCluster, args: list[str], env: dict[str, str], host: str = "hvdt-h0", timeout: float = JOB_TIMEOUT_S
+) -> subprocess.CompletedProcess[str]:
+    """horovodrun ``args``, started on ``host`` of the cluster."""
+    return subprocess.run(
+        cluster.command(host, horovodrun_argv(*args)),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def netns_of(cluster: NetnsCluster, host: str) -> str:
+    done = cluster.run(host, ["readlink", "/proc/self/ns/net"], capture_output=True, text=True, timeout=10)
+    return done.stdout.strip()
+
+
+def rank_lines(stdout: str) -> dict[int, str]:
+    lines = {}
+    for line in stdout.splitlines():
+        m = re.match(r"\[(\d+)\]<stdout>:(rank .*)", line)
+        if m:
+            lines[int(m.group(1))] = m.group(2)
+    return lines
+
+
+@pytest.mark.parametrize(
+    ("hosts", "expected"),
+    [
+        # rank: (host, local rank, local size, cross rank, cross size)
+        ("hvdt-h0:1,hvdt-h1:1", [("hvdt-h0", 0, 1, 0, 2), ("hvdt-h1", 0, 1, 1, 2)]),
+        (
+            "hvdt-h0:2,hvdt-h1:1",
+            [("hvdt-h0", 0, 2, 0, 2), ("hvdt-h0", 1, 2, 0, 1), ("hvdt-h1", 0, 1, 1, 2)],
+        ),
+        (
+            "hvdt-h0:1,hvdt-h1:2,hvdt-h2:1",
+            [("hvdt-h0", 0, 1, 0, 3), ("hvdt-h1", 0, 2, 1, 3), ("hvdt-h1", 1, 2, 0, 1), ("hvdt-h2", 0, 1, 2, 3)],
+        ),
+    ],
+)
+def test_ranks_run_on_their_hosts_with_horovods_topology(
+    netns_cluster: NetnsCluster,
+    job_env: dict[str, str],
+    hosts: str,
+    expected: list[tuple[str, int, int, int, int]],
+) -> None:
+    result = run_on(netns_cluster, ["-H", hosts, *python_ranks(TOPOLOGY)], job_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = rank_lines(result.stdout)
+    size = len(expected)
+    assert sorted(lines) == list(range(size)), result.stdout
+    homogeneous = len({e[2] for e in expected}) == 1
+    total = [float(i * sum(range(1, size + 1))) for i in range(4)]
+    gathered = [r for r in range(size) for _ in range(r + 1)]
+    for rank, (host, local, local_size, cross, cross_size) in enumerate(expected):
+        assert lines[rank] == (
+            f"rank {rank}/{size} host {host} netns {netns_of(netns_cluster, host)} "
+            f"local {local}/{local_size} cross {cross}/{cross_size} homogeneous {homogeneous} "
+            f"sum {total} gathered {gathered}"
+        ), result.stdout
+
+
+def test_hostfile_and_network_interface(netns_cluster: NetnsCluster, job_env: dict[str, str], tmp_path: Path) -> None:
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("# two hosts of the cluster\nhvdt-h1 slots=2\nhvdt-h2 slots=1\n")
+    result = run_on(
+        netns_cluster,
+        [
+            "--hostfile",
+            str(hostfile),
+            "--network-interface",
+            netns_cluster.interface,
+            "--verbose",
+            *python_ranks(TOPOLOGY),
+        ],
+        job_env,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = rank_lines(result.stdout)
+    assert [lines[r].split()[3] for r in range(3)] == ["hvdt-h1", "hvdt-h1", "hvdt-h2"]
+    # The launcher is not one of the hosts: its server listens on its own address on their network.
+    address = netns_cluster.address("hvdt-h0")
+    assert f"HOROVOD_RENDEZVOUS_ADDR={address}" in result.stderr
+    assert f"HOROVOD_GLOO_IFACE={netns_cluster.interface}" in result.stderr
+    assert "rank 0 on hvdt-h1 (ssh)" in result.stderr
+
+
+def test_an_interface_missing_on_a_host_is_named(netns_cluster: NetnsCluster, job_env: dict[str, str]) -> None:
+    result = run_on(
+        netns_cluster, ["-H", "hvdt-h0:1,hvdt-h1:1", "--network-interface", "lo9", *python_ranks("pass")], job_env
+    )
+    assert result.returncode == 2, result.stderr
+    assert "--network-interface lo9: host(s) hvdt-h0, hvdt-h1 have no interface lo9" in result.stderr
+
+
+@pytest.mark.parametrize("hosts", ["hvdt-h0:2,hvdt-h1:2", "hvdt-h0:2,hvdt-h1:1,hvdt-h2:2"])
+def test_hierarchical_allreduce_equals_the_flat_one(
+    netns_cluster: NetnsCluster,
+    job_env: dict[str, str],
+    hosts: str,
+) -> None:
+    run_twice_and_compare_digests(lambda args: run_on(netns_cluster, ["-H", hosts, *args], job_env))
+
+
+def test_hierarchical_allreduce_on_one_host_says_it_has_no_effect(
+    netns_cluster: NetnsCluster,
+    job_env: dict[str, str],
+) -> None:
+    result = run_on(
+        netns_cluster, ["-H", "hvdt-h1:2", "--hierarchical-allreduce", *python_ranks(HIERARCHICAL)], job_env
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "HOROVOD_HIERARCHICAL_ALLREDUCE has no effect in this job: every rank is on one host" in result.stderr
+
+
+# --- faults ----------------------------------------------------------------------------------
+
+
+def test_a_host_that_does_not_answer_is_named(netns_cluster: NetnsCluster, job_env: dict[str, str]) -> None:
+    netns_cluster.pause_host("hvdt-h2")
+    try:
+        result = run_on(
+            netns_cluster,
+            [
+                "-H",
+                "hvdt-h0:1,hvdt-h1:1,hvdt-h2:1",
+                "--disable-cache",
+                "--start-timeout",
+                "3",
+                *python_ranks("print('ran', flush=True)"),
+            ],
+            job_env,
+            timeout=60,
+        )
+    finally:
+        netns_cluster.resume_host("hvdt-h2")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "host hvdt-h2 did not answer over ssh within 3 s" in result.stderr
+    assert "hvdt-h1" not in result.stderr  # the hosts that answered are not blamed
+    assert "ran" not in result.stdout  # no rank started anywhere
+
+
+def test_refused_ssh_authentication_shows_sshs_reason(netns_cluster: NetnsCluster, job_env: dict[str, str]) -> None:
+    with netns_cluster.refusing_keys("hvdt-h1"):
+        result = run_on(
+            netns_cluster,
+            ["-H", "hvdt-h0:1,hvdt-h1:1", "--disable-cache", *python_ranks("print('ran', flush=True)")],
+            job_env,
+            timeout=60,
+        )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert re.search(r"ssh to host hvdt-h1 failed: .*Permission denied \(publickey\)", result.stderr), result.stderr
+
+
+WORKER = textwrap.dedent(
+    """\
+    import os, signal, subprocess, sys, time, numpy as np, horovod.common as hvd
+    hvd.init()
+    r = hvd.rank()
+    child = subprocess.Popen(["sleep", "300"])  # stopped with its rank, wherever it runs
+    print(f"ready {{r}} {{os.environ['HOROVOD_HOSTNAME']}}", flush=True)
+    {action}
+    for step in range(100000):
+        hvd.allreduce(np.ones(3), name=f"step.{{step}}")
+        time.sleep(0.05)
+    """
+)
+
+
+def _leftovers(cluster: NetnsCluster, marker: str) -> dict[str, list[int]]:
+    """Processes of the test's job (their command line holds ``marker``) still alive, by host."""
+    import psutil
+
+    found = {}
+    for host in cluster.hosts:
+        pids = []
+        for pid in cluster.processes(host):
+            try:
+                proc = psutil.Process(pid)
+                if proc.status() != psutil.STATUS_ZOMBIE and (
+                    marker in " ".join(proc.cmdline()) or proc.name() == "sleep"
+                ):
+                    pids.append(pid)
+            except psutil.NoSuchProcess:
+                pass
+        if pids:
+            found[host] = pids
+    return found
+
+
+def _assert_nothing_left(cluster: NetnsCluster, marker: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while (left := _leftovers(cluster, marker)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not left, f"processes left on the hosts: {left}"
+
+
+def test_a_killed_remote_rank_ends_the_job_naming_rank_and_host(
+    netns_cluster: NetnsCluster,
+    job_env: dict[str, str],
+) -> None:
+    code = WORKER.format(action="if r == 2: time.sleep(0.5); os.kill(os.getpid(), signal.SIGKILL)")
+    code += "# marker killed-remote-rank\n"
+    result = run_on(netns_cluster, ["-H", "hvdt-h0:1,hvdt-h1:1,hvdt-h2:1", *python_ranks(code)], job_env)
+    assert result.returncode == 128 + signal.SIGKILL, result.stdout + result.stderr
+    assert "job failed: rank 2 (on host hvdt-h2) was killed by signal SIGKILL" in result.stderr
+    # The survivors' collectives fail naming the lost rank and its host.
+    assert re.search(r"\[[01]\]<stderr>:.*rank 2.*hvdt-h2", result.stderr), result.stderr
+    _assert_nothing_left(netns_cluster, "killed-remote-rank")
+
+
+def _as_a_foreground_job() -> None:
+    """SIGINT at its default, as a terminal gives it (a background test run inherits it ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_stopping_horovodrun_leaves_no_process_on_any_host(
+    netns_cluster: NetnsCluster,
+    job_env: dict[str, str],
+    signum: int,
+) -> None:
+    marker = f"stopped-launcher-{signum}"
+    code = WORKER.format(action="pass") + f"# marker {marker}\n"
+    argv = netns_cluster.command("hvdt-h0", horovodrun_argv("-H", "hvdt-h0:1,hvdt-h1:2,hvdt-h2:1", *python_ranks(code)))
+    with subprocess.Popen(
+        argv, env=job_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        start_new_session=True, preexec_fn=_as_a_foreground_job,
+    ) as proc:  # fmt: skip
+        try:
+            assert proc.stdout is not None and proc.stderr is not None
+            out, err = LineReader(proc.stdout), LineReader(proc.stderr)
+            out.wait_for(lambda ls: sum(">:ready" in line for line in ls) == 4)
+            assert _leftovers(netns_cluster, marker).keys() == set(netns_cluster.hosts)  # the check sees them
+            proc.send_signal(signum)
+            returncode = proc.wait(timeout=60)
+            stderr = "\n".join(err.rest())
+            assert returncode == 128 + signum, stderr
+            assert "every rank was stopped" in stderr
+            # Checked at once: the launcher returns only once every host has stopped its ranks.
+            _assert_nothing_left(netns_cluster, marker, timeout=0.5)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+RENDEZVOUS_PROBE = textwrap.dedent(
+    """\
+    import os, urllib.error, urllib.request, horovod.common as hvd
+    hvd.init()  # through the launcher's server: it is reachable from this host
+    addr, port = os.environ["HOROVOD_RENDEZVOUS_ADDR"], os.environ["HOROVOD_RENDEZVOUS_PORT"]
+    try:
+        urllib.request.urlopen(f"http://{addr}:{port}/v1/kv/{os.environ['HOROVOD_JOB_KEY']}/x", timeout=10)
+        answer = "accepted"
+    except urllib.error.HTTPError as error:
+        answer = f"refused {error.code}"
+    print(f"rank {hvd.rank()} on {os.environ['HOROVOD_HOSTNAME']}: unsigned request {answer}", flush=True)
+    hvd.shutdown()
+    """
+)
+
+
+def test_the_rendezvous_server_is_reachable_from_the_hosts_and_refuses_unsigned_requests(
+    netns_cluster: NetnsCluster,
+    job_env: dict[str, str],
+) -> None:
+    result = run_on(netns_cluster, ["-H", "hvdt-h1:1,hvdt-h2:1", *python_ranks(RENDEZVOUS_PROBE)], job_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = rank_lines(result.stdout)
+    assert lines == {
+        0: "rank 0 on hvdt-h1: unsigned request refused 401",
+        1: "rank 1 on hvdt-h2: unsigned request refused 401",
+    }, result.stdout
