@@ -291,6 +291,37 @@ def test_stopping_horovodrun_leaves_no_process_on_any_host(
                 proc.wait()
 
 
+def test_a_host_cut_off_mid_job_ends_the_job_and_stops_its_ranks(
+    netns_cluster: NetnsCluster, job_env: dict[str, str]
+) -> None:
+    # A partition closes no connection: the survivors' collectives time out, and the cut-off host
+    # stops its ranks itself once the launcher's heartbeats stop arriving (rank_process.py).
+    marker = "cut-off-host"
+    code = WORKER.format(action="pass") + f"# marker {marker}\n"
+    argv = netns_cluster.command("hvdt-h0", horovodrun_argv("-H", "hvdt-h0:1,hvdt-h1:1,hvdt-h2:1", *python_ranks(code)))
+    env = {**job_env, "HOROVOD_GLOO_TIMEOUT_SECONDS": "5"}
+    with subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        start_new_session=True,
+    ) as proc:  # fmt: skip
+        try:
+            assert proc.stdout is not None and proc.stderr is not None
+            out, err = LineReader(proc.stdout), LineReader(proc.stderr)
+            out.wait_for(lambda ls: sum(">:ready" in line for line in ls) == 3)
+            netns_cluster.pause_host("hvdt-h2")
+            returncode = proc.wait(timeout=90)
+            stderr = "\n".join(err.rest())
+            assert returncode == 1, stderr
+            assert "timed out after 5 s (HOROVOD_GLOO_TIMEOUT_SECONDS)" in stderr
+            # The cut-off host, still cut off, stops its rank within the lifeline's 30 s.
+            _assert_nothing_left(netns_cluster, marker, timeout=60)
+        finally:
+            netns_cluster.resume_host("hvdt-h2")
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
 RENDEZVOUS_PROBE = textwrap.dedent(
     """\
     import os, urllib.error, urllib.request, horovod.common as hvd

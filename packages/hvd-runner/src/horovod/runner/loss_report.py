@@ -42,7 +42,9 @@ class LossReporter:
         report = self._reports.get(exit_.rank)
         if report is not None and not report.primary:
             return  # it failed because Horovod stopped under it: a consequence, not the lost rank
-        self._add(exit_.rank, f"its process (pid {exit_.pid}) {exit_.describe()}")
+        # A remote rank's pid here is its ssh's: the host (named with the rank) says where it ran.
+        process = "its process" if exit_.host is not None else f"its process (pid {exit_.pid})"
+        self._add(exit_.rank, f"{process} {exit_.describe()}")
 
     def rank_stopped(self, rank: int, pid: int) -> None:
         """A rank's process is stopped: alive, but its peers can only time out waiting for it."""

@@ -4,7 +4,9 @@ A local rank is a process of its own session and process group: stopping it sign
 A remote rank is an ``ssh`` client here, running :mod:`horovod.runner.remote_rank` there: stopping
 it closes ssh's standard input, and the remote side stops the rank's group itself (SIGTERM, then
 SIGKILL after the grace period) and ends with the rank's status; killing it kills the local ssh,
-which drops the connection, which the remote side also takes as "stop".
+which drops the connection, which the remote side also takes as "stop". While the rank runs, the
+launcher sends a heartbeat down that input; a remote side that hears none for
+``LIFELINE_TIMEOUT_S`` (the launcher's host cut off, which closes nothing) stops its rank too.
 """
 
 from __future__ import annotations
@@ -77,6 +79,12 @@ class RankProcess:
         return group_alive(self.pid)
 
 
+#: Seconds between the launcher's heartbeats to a remote rank (a newline on ssh's standard input).
+LIFELINE_INTERVAL_S = 5.0
+#: Seconds without a heartbeat after which the remote side stops its rank: the launcher is gone or
+#: cut off (a network partition closes no connection, so no end of input would ever arrive).
+LIFELINE_TIMEOUT_S = 30.0
+
 #: Variables that describe the launcher's own machine or session: a remote rank keeps those its ssh
 #: login gives it.
 _NOT_FORWARDED = frozenset(
@@ -109,17 +117,37 @@ class RemoteRankProcess(RankProcess):
             start_new_session=True,
             close_fds=True,
         )
-        request = {"argv": list(argv), "env": forwarded_environment(env), "cwd": os.getcwd(), "grace_s": grace_s}
-        payload = json.dumps(request).encode() + b"\n"
+        request = {
+            "argv": list(argv),
+            "env": forwarded_environment(env),
+            "cwd": os.getcwd(),
+            "grace_s": grace_s,
+            "lifeline_s": LIFELINE_TIMEOUT_S,
+        }
+        self._stdin_lock = threading.Lock()
+        self._ended = threading.Event()
         # Written from a thread: a large environment fills the pipe before ssh has connected, and
-        # the launcher goes on starting the other ranks meanwhile. stdin then stays open.
-        threading.Thread(target=self._send, args=(payload,), name=f"hvd-ssh-{host}", daemon=True).start()
+        # the launcher goes on starting the other ranks meanwhile. Then the same thread keeps the
+        # lifeline: a heartbeat every LIFELINE_INTERVAL_S, until the rank is stopped.
+        payload = json.dumps(request).encode() + b"\n"
+        threading.Thread(target=self._keep_alive, args=(payload,), name=f"hvd-ssh-{host}", daemon=True).start()
 
-    def _send(self, payload: bytes) -> None:
-        assert self._proc.stdin is not None
-        with contextlib.suppress(OSError, ValueError):  # ssh already gone: its exit says why
-            self._proc.stdin.write(payload)
-            self._proc.stdin.flush()
+    def _write(self, data: bytes) -> bool:
+        with self._stdin_lock:
+            if self._ended.is_set() or self._proc.stdin is None:
+                return False
+            try:
+                self._proc.stdin.write(data)
+                self._proc.stdin.flush()
+            except (OSError, ValueError):  # ssh already gone: its exit says why
+                return False
+        return True
+
+    def _keep_alive(self, payload: bytes) -> None:
+        if not self._write(payload):
+            return
+        while not self._ended.wait(LIFELINE_INTERVAL_S) and self._write(b"\n"):
+            pass
 
     def where(self) -> str:
         return f"on host {self.host}"
@@ -132,9 +160,11 @@ class RemoteRankProcess(RankProcess):
         return code
 
     def terminate(self) -> None:
-        if self._proc.stdin is not None:
-            with contextlib.suppress(OSError, ValueError):
-                self._proc.stdin.close()
+        self._ended.set()  # no more heartbeats: the remote side stops the rank at the end of input
+        with self._stdin_lock:
+            if self._proc.stdin is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    self._proc.stdin.close()
 
     def stopped(self) -> bool:
         return False

@@ -1,13 +1,14 @@
 """``python -m horovod.runner.remote_rank``: runs one rank on a remote host, started there by ssh.
 
 horovodrun writes one JSON line to this process's standard input: ``{"argv", "env", "cwd",
-"grace_s"}``. The rank gets this host's login environment with ``env`` over it (the job's
-variables, the rendezvous secret among them, travel this way and never on a command line). Then
-horovodrun keeps standard input open for the rank's lifetime: its end (horovodrun stopping the
-rank, or horovodrun, ssh or the connection gone) stops the rank, as does SIGTERM, SIGHUP or SIGINT
-here. Stopping means SIGTERM to the rank's process group, SIGKILL after ``grace_s``; what
-the rank leaves in its group when it ends is stopped too, so nothing of the job outlives it on
-this host.
+"grace_s", "lifeline_s"}``. The rank gets this host's login environment with ``env`` over it (the
+job's variables, the rendezvous secret among them, travel this way and never on a command line).
+Then horovodrun keeps standard input open for the rank's lifetime and sends a newline down it every
+few seconds. The rank is stopped when that input ends (horovodrun stopping the rank, or horovodrun,
+ssh or the connection gone), when no newline came for ``lifeline_s`` (horovodrun's host is cut off:
+a network partition closes no connection), or on SIGTERM, SIGHUP or SIGINT here. Stopping means
+SIGTERM to the rank's process group, SIGKILL after ``grace_s``; what the rank leaves in its group
+when it ends is stopped too, so nothing of the job outlives it on this host.
 
 The exit status is the rank's, or 128 + N when a signal N ended it (as a shell reports it); 127 when
 its command cannot be started.
@@ -59,6 +60,7 @@ def main() -> int:
         argv, cwd = list(request["argv"]), request.get("cwd")
         env = {**os.environ, **request["env"]}  # this host's login environment, then the job's
         grace_s = float(request.get("grace_s", 3.0))
+        lifeline_s = float(request.get("lifeline_s", 30.0))
     except (ValueError, KeyError, TypeError):
         print("horovodrun (remote): no job description on standard input", file=sys.stderr, flush=True)
         return 2
@@ -77,15 +79,24 @@ def main() -> int:
         print(f"horovodrun: cannot start {argv[0]!r} on this host: {error.strerror or error}", file=sys.stderr)
         return 127
 
+    last_heard = [time.monotonic()]
+
     def await_end_of_input() -> None:
         with contextlib.suppress(OSError):
             while os.read(0, 4096):
-                pass
+                last_heard[0] = time.monotonic()
         stop.set()
 
     threading.Thread(target=await_end_of_input, daemon=True).start()
     while proc.poll() is None and not stop.wait(_POLL_S):
-        pass
+        if time.monotonic() - last_heard[0] > lifeline_s:
+            print(
+                f"horovodrun (remote): no word from the launcher for {lifeline_s:g} s (its host is gone or cut "
+                "off); stopping this rank",
+                file=sys.stderr,
+                flush=True,
+            )
+            break
     if proc.poll() is None:
         _stop_group(proc.pid, grace_s, proc)
     returncode = proc.wait()
