@@ -634,8 +634,9 @@ def test_settings_that_shape_the_protocol_must_agree(monkeypatch) -> None:
 
     original = config.engine_config
 
-    def rank_1_differs(core, env, *, rank, size, key_prefix):
-        c = original(core, env, rank=rank, size=size, key_prefix=key_prefix)
+    def rank_1_differs(core, env, **kwargs):
+        c = original(core, env, **kwargs)
+        rank = kwargs["rank"]
         if rank == 1:
             c.fusion_threshold = 0
         return c
