@@ -148,10 +148,15 @@ def latency(results: list, repeats: int) -> None:
 
 
 def init_torch_gloo(rank: int, n: int) -> None:
-    """torch.distributed on gloo over loopback, beside hvd in the same processes (run_all.py picks the port)."""
+    """torch.distributed on gloo, beside hvd in the same processes (run_all.py picks the port).
+
+    Over loopback on one host; across hosts (hosts.py) HVD_BENCH_TORCH_ADDR names rank 0's host,
+    and GLOO_SOCKET_IFNAME the interface gloo's own connections take.
+    """
+    addr = os.environ.get("HVD_BENCH_TORCH_ADDR", "127.0.0.1")
     dist.init_process_group(
         "gloo",
-        init_method=f"tcp://127.0.0.1:{os.environ['HVD_BENCH_TORCH_PORT']}",
+        init_method=f"tcp://{addr}:{os.environ['HVD_BENCH_TORCH_PORT']}",
         rank=rank,
         world_size=n,
     )

@@ -2,11 +2,13 @@
 
     python benchmarks/run_all.py [--np 2] [--markdown BENCHMARKS.md]
     python benchmarks/run_all.py --only tensorflow     # just the TensorFlow tables (ops and training)
+    python benchmarks/run_all.py --only hosts          # just the collectives across two hosts (root)
 
 Each figure is a median of repeated runs after warm-up, shown with its spread; every hvd figure
 has its torch.distributed (gloo) counterpart from the same processes, and the ratio is what counts
 on this noisy machine. The collectives run twice: with hvd's default transport between ranks on one
-host (shared memory), and over TCP as ranks on different hosts would be. hvd on MPI
+host (shared memory), and over TCP as ranks on different hosts would be; then across two hosts
+(network namespaces with sshd: root only, skipped elsewhere, see hosts_table.py), one rank each. hvd on MPI
 (hvd-backend-mpi, with mpi4py's Allreduce beside it when installed) needs mpirun, so it is a second
 launch (``horovodrun --mpi``), compared with hvd on Gloo through the torch.distributed baseline that
 both launches measure. The TensorFlow tables put horovod.tensorflow beside horovod.torch in the same
@@ -28,7 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from stats import OUT_OF_PLACE, fmt_time, human_bytes, load_average
+from hosts_table import hosts_section
+from stats import OUT_OF_PLACE, human_bytes, load_average, spread
 
 HERE = Path(__file__).resolve().parent
 # The ranks of these runs share one host: hvd's Gloo backend connects them through shared memory,
@@ -37,7 +40,7 @@ SHARED_MEMORY = "through shared memory (its default on one host)"
 # The training benchmark alternates 1-rank and N-rank launches this many times each (see training_table).
 TRAINING_LAUNCH_PAIRS = 3
 # What --only accepts; "tensorflow" stands for both TensorFlow benchmarks.
-BENCHMARKS = ["collectives", "tcp", "mpi", "training", "startup", "tensorflow-ops", "tensorflow-training"]
+BENCHMARKS = ["collectives", "tcp", "hosts", "mpi", "training", "startup", "tensorflow-ops", "tensorflow-training"]
 TENSORFLOW = ["tensorflow-ops", "tensorflow-training"]
 # TensorFlow's C++ start-up chatter (oneDNN notices) would bury the ranks' output.
 TF_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -79,10 +82,6 @@ def tensorflow_missing() -> str | None:
         if importlib.util.find_spec(module) is None:
             return f"{module} is not installed (pip install {hint})"
     return None
-
-
-def spread(s: dict) -> str:
-    return f"{fmt_time(s['median'])} [{fmt_time(s['min'])}..{fmt_time(s['max'])}]"
 
 
 def collectives_table(data: dict, transport: str) -> list[str]:
@@ -411,6 +410,8 @@ def main() -> None:
                 args.np, "collectives.py", "--out", str(out), *sweep_args, extra_env={"HOROVOD_GLOO_SHARED_MEMORY": "0"}
             )
             lines += [*collectives_table(json.loads(out.read_text()), "over TCP (HOROVOD_GLOO_SHARED_MEMORY=0)"), ""]
+        if "hosts" in only:  # two namespace hosts, one rank each (skipped, saying why, where they cannot run)
+            lines += [*hosts_section(tmp, sweep_args), ""]
         if "mpi" in only:
             missing = mpi_missing()
             if missing:

@@ -58,3 +58,8 @@ def fmt_time(seconds: float) -> str:
     if seconds < 1:
         return f"{seconds * 1e3:.2f} ms"
     return f"{seconds:.2f} s"
+
+
+def spread(s: dict) -> str:
+    """A measurement as the tables show it: median [min..max]."""
+    return f"{fmt_time(s['median'])} [{fmt_time(s['min'])}..{fmt_time(s['max'])}]"

@@ -350,10 +350,11 @@ def _engine_allocated_outputs() -> dict:
     rank, n = hvd.rank(), hvd.size()
     mib = 1 << 18  # float32 elements in 1 MiB
     outputs = {
-        "allgather": hvd.allgather(np.full(2 * mib, rank + 1, np.float32), name="big.ag"),  # n x 2 MiB
-        "alltoall": hvd.alltoall(np.full(4 * mib, rank + 1, np.float32), name="big.a2a")[0],  # 4 MiB
-        "reducescatter": hvd.reducescatter(np.ones(4 * n * mib, np.float32), op=hvd.Sum, name="big.rs"),  # 4 MiB
+        "allgather": hvd.allgather(np.full(16 * mib, rank + 1, np.float32), name="big.ag"),  # n x 16 MiB
+        "alltoall": hvd.alltoall(np.full(32 * mib, rank + 1, np.float32), name="big.a2a")[0],  # 32 MiB
+        "reducescatter": hvd.reducescatter(np.ones(32 * n * mib, np.float32), op=hvd.Sum, name="big.rs"),  # 32 MiB
         "small": hvd.allgather(np.full(4, rank + 1, np.float32), name="small.ag"),
+        "middling": hvd.allgather(np.full(mib, rank + 1, np.float32), name="middling.ag"),  # n x 1 MiB: heap
     }
     starts = {op: out.__array_interface__["data"][0] for op, out in outputs.items()}
     sums = {op: float(out.sum(dtype=np.float64)) for op, out in outputs.items()}
@@ -369,18 +370,19 @@ def _engine_allocated_outputs() -> dict:
 
 
 def test_large_engine_allocated_outputs_start_on_a_huge_page_and_are_given_back() -> None:
-    """Outputs of 2 MiB and more are mapped for huge pages (their start aligned to 2 MiB); smaller
-    ones come from the heap. The values are right either way, and dropped outputs are unmapped."""
+    """Outputs of 32 MiB and more are mapped for huge pages (their start aligned to 2 MiB); smaller
+    ones come from the heap. The values are right either way, and dropped outputs are given back."""
     n, mib = 2, 1 << 18
     for result in run_cluster(_engine_allocated_outputs, n):
         huge = 2 << 20
         for op in ("allgather", "alltoall", "reducescatter"):
             assert result["starts"][op] % huge == 0, (op, hex(result["starts"][op]))
         assert result["sums"] == {
-            "allgather": 2 * mib * sum(range(1, n + 1)),
-            "alltoall": 4 * mib * sum(range(1, n + 1)) / n,
-            "reducescatter": 4 * mib * n,
+            "allgather": 16 * mib * sum(range(1, n + 1)),
+            "alltoall": 32 * mib * sum(range(1, n + 1)) / n,
+            "reducescatter": 32 * mib * n,
             "small": 4 * sum(range(1, n + 1)),
+            "middling": mib * sum(range(1, n + 1)),
         }
         assert result["grown"] < 64 << 20, result["grown"]
 

@@ -21,7 +21,7 @@
 namespace hvd_gloo {
 namespace {
 
-constexpr size_t kSmallAllreduceBytes = 64 * 1024;
+constexpr size_t kExchangeAllreduceBytes = 2u << 20;
 
 // The ring's neighbours: data arrives from one and leaves for the other.
 std::vector<int32_t> RingNeighbours(const hvd_comm* comm, int32_t from_offset) {
@@ -38,23 +38,32 @@ int32_t TreeParent(const hvd_comm* comm, int32_t root) {
   return (vparent + root) % comm->size;
 }
 
-// While a member would send at most this many bytes in all ((n-1) copies of its buffer),
-// allreduce is one exchange round (AllreduceByExchange); above, Gloo's ring. Measured on loopback
-// with 2 ranks: the exchange takes half the ring's time from 2 KiB to 64 KiB, and as long at
-// 256 KiB. HOROVOD_GLOO_SMALL_ALLREDUCE_BYTES overrides it (0: always the ring).
-size_t SmallAllreduceBytes() {
+// Allreduce is one exchange round (AllreduceByExchange: each member sends its whole buffer to every
+// other) while a member's buffer is at most this many bytes times n/2 / (n-1), and Gloo's ring above.
+// The exchange sends (n-1) x the buffer, the ring 2(n-1)/n x, that is n/2 times less, but in 2(n-1)
+// steps that each wait for the peer to be ready: for mid-sized buffers those waits cost more than
+// the extra bytes. Measured between two network namespaces (2 ranks, veth): at 256 KiB the exchange
+// takes half the ring's time (0.54x torch.distributed's ring with a 64 KiB limit, 1.0x with 2 MiB),
+// and they are even from 4 MiB. HOROVOD_GLOO_SMALL_ALLREDUCE_BYTES overrides the limit (0: always
+// the ring).
+size_t ExchangeAllreduceBytes() {
   static const size_t bytes = [] {
     const char* env = std::getenv("HOROVOD_GLOO_SMALL_ALLREDUCE_BYTES");
-    return env && *env ? (size_t)std::strtoull(env, nullptr, 10) : kSmallAllreduceBytes;
+    return env && *env ? (size_t)std::strtoull(env, nullptr, 10) : kExchangeAllreduceBytes;
   }();
   return bytes;
+}
+
+bool ByExchange(size_t buffer_bytes, int32_t members) {
+  // buffer x (n-1) <= limit x n/2, in integers
+  return buffer_bytes * 2 * (size_t)(members - 1) <= ExchangeAllreduceBytes() * (size_t)members;
 }
 
 }  // namespace
 
 void TcpTransport::Allreduce(const void* sendbuf, void* recvbuf, size_t count, hvd_dtype dtype, hvd_reduce_op op) {
   const size_t element_size = hvd::dtype_size(dtype);
-  if (count * element_size * (size_t)(comm_->size - 1) <= SmallAllreduceBytes()) {
+  if (ByExchange(count * element_size, comm_->size)) {
     AllreduceByExchange(sendbuf, recvbuf, count, dtype, op);
     return;
   }

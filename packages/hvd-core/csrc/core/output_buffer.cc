@@ -11,7 +11,7 @@ namespace hvdcore {
 
 Buffer::Buffer(size_t bytes) : bytes_(bytes) {
 #if defined(MADV_HUGEPAGE)
-  if (bytes >= kHugePage) {
+  if (bytes >= kOwnMappingBytes) {
     if (bytes > SIZE_MAX - 2 * kHugePage) throw std::bad_alloc();  // the sizes below would wrap
     // One huge page more than needed, so that an aligned start leaves room for whole huge pages.
     const size_t whole = (bytes + kHugePage - 1) / kHugePage * kHugePage;

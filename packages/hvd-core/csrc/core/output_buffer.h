@@ -7,7 +7,11 @@
 //
 // - Buffer: an engine-allocated output (allgather, alltoall, reducescatter), whose size is known
 //   only after negotiation; the caller's framework takes it over (DLPack) and frees it with the
-//   tensor. Large ones are mapped in huge pages; small ones come from the heap, which reuses memory.
+//   tensor. From kOwnMappingBytes they are mapped in huge pages (malloc would map them afresh each
+//   time anyway); smaller ones come from the heap, which reuses the memory a freed output held: a
+//   training step asks for the same sizes again and again, and memory already faulted in costs
+//   nothing, while a fresh mapping's pages cost more than the copies (here, where the hypervisor
+//   takes freed memory back, a fresh 2 MiB output took 4.4 ms to fill against 0.12 ms reused).
 // - AdviseCallerOutput: an output the caller has allocated (hvd's frameworks allocate it with
 //   empty_like just before submitting an out-of-place allreduce or broadcast), which the collective
 //   is about to write for the first time.
@@ -29,7 +33,7 @@ class Buffer {
   uint8_t* data() const { return data_; }
   size_t bytes() const { return bytes_; }
 
-  // Outputs at least this large are mapped; their start is aligned to it, as huge pages need.
+  // A huge page; a mapped output's start is aligned to it.
   static constexpr size_t kHugePage = size_t{2} << 20;
 
  private:

@@ -1,0 +1,130 @@
+"""The collectives across two hosts (run_all.py --only hosts): the cluster, the launch, the table.
+
+The hosts are network namespaces on this machine (horovod.runner.testing.netns_cluster): each runs
+sshd and has its own interface on a bridge, so horovodrun starts the ranks over ssh and every byte
+between them crosses TCP over a veth pair, as between two machines (without a wire's bandwidth or
+latency: what it measures is what each library does on TCP, not a network). It needs root, `ip` and
+sshd; without them the table says so and the other benchmarks go on.
+
+This module imports neither torch nor hvd (run_all.py imports it): the ranks run hosts.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from stats import human_bytes, load_average, spread
+
+HERE = Path(__file__).resolve().parent
+# Its own prefix and subnet: the test suites' clusters (hvdt, ...) may be up at the same time.
+PREFIX, SUBNET = "hvdb", 6
+# torch.distributed's rendezvous port on the first host: the namespace is new, so nothing else holds it.
+TORCH_PORT = 29500
+
+
+def missing() -> str | None:
+    """Why the cluster cannot run here, or None."""
+    from horovod.runner.testing.netns_cluster import requirements_missing
+
+    return requirements_missing()
+
+
+def run_hosts(out: Path, args: list[str], *, extra_env: Mapping[str, str] | None = None, timeout: int = 3600) -> dict:
+    """hosts.py on two namespace hosts, one rank each, with `args`; returns what rank 0 wrote.
+
+    The cluster is torn down however the run ends (the context manager), a hung run included (the
+    timeout). `extra_env` reaches both ranks (horovodrun forwards the launcher's environment).
+    """
+    from horovod.runner.testing.netns_cluster import NetnsCluster
+
+    with NetnsCluster(hosts=2, prefix=PREFIX, subnet=SUBNET) as cluster:
+        first, second = cluster.hosts
+        env = {
+            **os.environ,
+            "OMP_NUM_THREADS": "1",
+            "HVD_BENCH_TORCH_ADDR": cluster.address(first),
+            "HVD_BENCH_TORCH_PORT": str(TORCH_PORT),
+            # torch's gloo picks its interface from the host name otherwise, which names no cluster address.
+            "GLOO_SOCKET_IFNAME": cluster.interface,
+            **(extra_env or {}),
+        }
+        # horovodrun runs on the first host, as a launcher on a cluster's head node would; the
+        # namespaces share this filesystem, so the same interpreter and paths work on both.
+        launcher = [sys.executable, "-m", "horovod.runner", "-H", f"{first}:1,{second}:1"]
+        launcher += ["--network-interface", cluster.interface]
+        command = [*launcher, sys.executable, str(HERE / "hosts.py"), "--out", str(out), *args]
+        subprocess.run(cluster.command(first, command), check=True, env=env, cwd=HERE, timeout=timeout)
+    return json.loads(out.read_text())
+
+
+def calls_per_repetition(results: list[dict]) -> str:
+    """'20 (4 KiB..64 KiB), 3 (256 KiB..16 MiB), ...': how many calls each repetition timed, by size."""
+    ranges: dict[int, list[int]] = {}
+    for r in results:
+        ranges.setdefault(r["inner"], []).append(r["bytes"])
+    return ", ".join(
+        f"{inner} ({human_bytes(min(sizes))}..{human_bytes(max(sizes))})"
+        for inner, sizes in sorted(ranges.items(), key=lambda kv: min(kv[1]))
+    )
+
+
+def hosts_table(data: dict) -> list[str]:
+    """One row per collective and size: medians of each side, and the median of the repetitions' ratios."""
+    results = data["results"]
+    torch_ops = sorted({r["torch_op"] for r in results if r["torch_op"]})
+    rows = [
+        (
+            f"### Collectives across {data['hosts']} hosts, {data['ranks']} ranks (one per host), hvd on Gloo over TCP "
+            f"(float32; time per op: median [min..max] of {results[0]['hvd']['n']} repetitions)"
+        ),
+        "",
+        "Method: the hosts are network namespaces on this machine, each with sshd and its own interface on",
+        "a bridge (horovod.runner.testing.netns_cluster); horovodrun on the first starts a rank on each over",
+        "ssh, and torch.distributed (gloo) in the same processes connects to the first host's address, so",
+        "both libraries move every byte over TCP through a veth pair (no wire: this measures what each does",
+        "on TCP, bounded by the machine's cores). One thread per rank for both (OMP_NUM_THREADS=1,",
+        "torch.set_num_threads(1)). Within each size the repetitions alternate hvd and torch.distributed,",
+        f"after {data['warmup']} warm-up calls each; calls per repetition: {calls_per_repetition(results)}.",
+        "busbw = bytes / time x 2(n-1)/n for allreduce, x (n-1)/n for allgather, reducescatter and",
+        "alltoall, x 1 for broadcast (bytes: each rank's input). hvd/torch: the median of the repetitions'",
+        "own busbw ratios [min..max], the figure that counts on this noisy machine. Out of place: hvd's",
+        "`hvd.allreduce` against torch's clone + all_reduce."
+        + (f" torch's reducescatter: `{', '.join(torch_ops)}`." if torch_ops else ""),
+        "",
+        "| op | size | hvd time | torch.distributed time | hvd busbw | torch busbw | hvd/torch busbw | load 1m/5m |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        bus_h, bus_t = (r["bytes"] / r[side]["median"] * r["busbw_factor"] for side in ("hvd", "torch"))
+        # Same bytes and factor on both sides: a repetition's busbw ratio is the inverse ratio of its times.
+        ratios = [t / h for h, t in zip(r["hvd"]["samples"], r["torch"]["samples"], strict=True)]
+        rows.append(
+            f"| {r['bench']} | {human_bytes(r['bytes'])} | {spread(r['hvd'])} | {spread(r['torch'])} | "
+            f"{bus_h / 1e9:.3f} GB/s | {bus_t / 1e9:.3f} GB/s | "
+            f"{statistics.median(ratios):.2f} [{min(ratios):.2f}..{max(ratios):.2f}] | {r['load']} |"
+        )
+    return rows
+
+
+def hosts_section(tmp: str, args: list[str]) -> list[str]:
+    """run_all.py's part: the table, or one line saying why it was not measured (the other tables go on)."""
+    from horovod.runner.testing.netns_cluster import ClusterError
+
+    why = missing()
+    if not why:
+        before = load_average()
+        try:
+            data = run_hosts(Path(tmp) / "hosts.json", args)
+        except ClusterError as error:  # the cluster could not be set up (or torn down): not hvd's failure
+            why = f"the namespace cluster failed: {error}"
+        else:
+            after = f"Load average 1m/5m before the cross-host run: {before}, after: {load_average()}."
+            return [*hosts_table(data), "", after]
+    print(f"hosts: not measured ({why})", file=sys.stderr)
+    return [f"### Collectives across hosts: not measured ({why})"]
