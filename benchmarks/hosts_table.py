@@ -35,8 +35,16 @@ def missing() -> str | None:
     return requirements_missing()
 
 
-def run_hosts(out: Path, args: list[str], *, extra_env: Mapping[str, str] | None = None, timeout: int = 3600) -> dict:
-    """hosts.py on two namespace hosts, one rank each, with `args`; returns what rank 0 wrote.
+def run_hosts(
+    out: Path,
+    args: list[str],
+    *,
+    extra_env: Mapping[str, str] | None = None,
+    timeout: int = 3600,
+    script: str = "hosts.py",
+    slots: int = 1,
+) -> dict:
+    """`script` (hosts.py) on two namespace hosts, `slots` ranks each, with `args`; returns what rank 0 wrote.
 
     The cluster is torn down however the run ends (the context manager), a hung run included (the
     timeout). `extra_env` reaches both ranks (horovodrun forwards the launcher's environment).
@@ -56,9 +64,9 @@ def run_hosts(out: Path, args: list[str], *, extra_env: Mapping[str, str] | None
         }
         # horovodrun runs on the first host, as a launcher on a cluster's head node would; the
         # namespaces share this filesystem, so the same interpreter and paths work on both.
-        launcher = [sys.executable, "-m", "horovod.runner", "-H", f"{first}:1,{second}:1"]
+        launcher = [sys.executable, "-m", "horovod.runner", "-H", f"{first}:{slots},{second}:{slots}"]
         launcher += ["--network-interface", cluster.interface]
-        command = [*launcher, sys.executable, str(HERE / "hosts.py"), "--out", str(out), *args]
+        command = [*launcher, sys.executable, str(HERE / script), "--out", str(out), *args]
         subprocess.run(cluster.command(first, command), check=True, env=env, cwd=HERE, timeout=timeout)
     return json.loads(out.read_text())
 
@@ -128,3 +136,57 @@ def hosts_section(tmp: str, args: list[str]) -> list[str]:
             return [*hosts_table(data), "", after]
     print(f"hosts: not measured ({why})", file=sys.stderr)
     return [f"### Collectives across hosts: not measured ({why})"]
+
+
+#: Launches of each kind (flat, hierarchical) for the hierarchical table, alternating.
+HIERARCHICAL_PAIRS = 3
+
+
+def hierarchical_section(tmp: str) -> list[str]:
+    """Flat against hierarchical allreduce on two hosts of two ranks each, in alternating launches
+    (the choice is made at init), or one line saying why it was not measured."""
+    from horovod.runner.testing.netns_cluster import ClusterError
+
+    why = missing()
+    if why:
+        return [f"### Hierarchical allreduce across hosts: not measured ({why})"]
+    before = load_average()
+    runs: dict[str, list[dict]] = {"flat": [], "hierarchical": []}
+    try:
+        for i in range(HIERARCHICAL_PAIRS):
+            for kind, on in (("flat", "0"), ("hierarchical", "1")):
+                out = Path(tmp) / f"hier-{kind}-{i}.json"
+                env = {"HOROVOD_HIERARCHICAL_ALLREDUCE": on}
+                runs[kind].append(run_hosts(out, [], extra_env=env, script="hierarchical.py", slots=2))
+    except ClusterError as error:
+        return [f"### Hierarchical allreduce across hosts: not measured (the namespace cluster failed: {error})"]
+    rows = [
+        "### Hierarchical allreduce across 2 hosts of 2 ranks (hvd on Gloo; float32 allreduce in place)",
+        "",
+        "Method: the cluster of the table above, `-H h0:2,h1:2`: ranks of one host talk through shared memory,",
+        "across hosts over TCP. `HOROVOD_HIERARCHICAL_ALLREDUCE=0` and `=1` in alternating launches,",
+        f"{HIERARCHICAL_PAIRS} of each; each figure is the median over launches of a launch's median time per",
+        "allreduce; the ratio is the median of the pairs' ratios (flat / hierarchical: above 1, the",
+        "hierarchy wins). Four ranks share this machine's two cores, so the figures say what each algorithm",
+        "costs in copies and steps here,",
+        "not what a network between machines would make of it.",
+        "",
+        "| size | flat | hierarchical | flat / hierarchical |",
+        "|---|---|---|---|",
+    ]
+    sizes = [r["bytes"] for r in runs["flat"][0]["results"]]
+    for k, size in enumerate(sizes):
+        flat = [run["results"][k]["median"] for run in runs["flat"]]
+        hier = [run["results"][k]["median"] for run in runs["hierarchical"]]
+        ratios = [f / h for f, h in zip(flat, hier, strict=True)]
+        rows.append(
+            f"| {human_bytes(size)} | {statistics.median(flat) * 1e3:.2f} ms | {statistics.median(hier) * 1e3:.2f} ms "
+            f"| {statistics.median(ratios):.2f} [{min(ratios):.2f}..{max(ratios):.2f}] |"
+        )
+    used = {run["hierarchical_allreduces"] > 0 for run in runs["hierarchical"]} | {
+        run["hierarchical_allreduces"] == 0 for run in runs["flat"]
+    }
+    if used != {True}:
+        rows.append("")
+        rows.append("(a launch did not use the algorithm it was meant to: see hierarchical_allreduces in its JSON)")
+    return [*rows, "", f"Load average 1m/5m before: {before}, after: {load_average()}."]

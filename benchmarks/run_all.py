@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hosts_table import hosts_section
+from hosts_table import hierarchical_section, hosts_section
 from stats import OUT_OF_PLACE, human_bytes, load_average, spread
 
 HERE = Path(__file__).resolve().parent
@@ -412,6 +412,7 @@ def main() -> None:
             lines += [*collectives_table(json.loads(out.read_text()), "over TCP (HOROVOD_GLOO_SHARED_MEMORY=0)"), ""]
         if "hosts" in only:  # two namespace hosts, one rank each (skipped, saying why, where they cannot run)
             lines += [*hosts_section(tmp, sweep_args), ""]
+            lines += [*hierarchical_section(tmp), ""]
         if "mpi" in only:
             missing = mpi_missing()
             if missing:
