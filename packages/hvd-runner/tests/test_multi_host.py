@@ -131,6 +131,27 @@ def test_hostfile_and_network_interface(netns_cluster: NetnsCluster, job_env: di
     assert "rank 0 on hvdt-h1 (ssh)" in result.stderr
 
 
+def test_output_files_and_timestamps_for_ranks_on_every_host(
+    netns_cluster: NetnsCluster, job_env: dict[str, str], tmp_path: Path
+) -> None:
+    # The launcher writes the files, on its own machine, from what ssh brings back of each rank.
+    code = (
+        "import os, sys; r = os.environ['HOROVOD_RANK']; h = os.environ['HOROVOD_HOSTNAME']; "
+        "print('out', r, h); print('err', r, file=sys.stderr)"
+    )
+    out_dir = tmp_path / "logs"
+    args = ["-H", "hvdt-h1:2,hvdt-h2:1", "--output-filename", str(out_dir), "--prefix-output-with-timestamp"]
+    result = run_on(netns_cluster, [*args, *python_ranks(code)], job_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    hosts = ["hvdt-h1", "hvdt-h1", "hvdt-h2"]
+    assert sorted(p.name for p in out_dir.iterdir()) == ["rank.0", "rank.1", "rank.2"]
+    for r, host in enumerate(hosts):
+        assert (out_dir / f"rank.{r}" / "stdout").read_text() == f"out {r} {host}\n"
+        assert (out_dir / f"rank.{r}" / "stderr").read_text() == f"err {r}\n"
+        stamped = rf"^\w{{3}} \w{{3}} \d{{2}} \d{{2}}:\d{{2}}:\d{{2}} \d{{4}}\[{r}\]<stdout>:out {r} {host}$"
+        assert re.search(stamped, result.stdout, re.M), result.stdout
+
+
 def test_an_interface_missing_on_a_host_is_named(netns_cluster: NetnsCluster, job_env: dict[str, str]) -> None:
     result = run_on(
         netns_cluster, ["-H", "hvdt-h0:1,hvdt-h1:1", "--network-interface", "lo9", *python_ranks("pass")], job_env
