@@ -180,9 +180,9 @@ Status Executor::Run(ProcessSet& ps, const Response& r, std::vector<std::unique_
   stats_.tensors += entries.size();
   switch (r.type) {
     case OpType::kAllreduce: return Allreduce(ps, r, entries);
-    case OpType::kAllgather: return Allgather(ps, r, e);
+    case OpType::kAllgather: return Allgather(ps, r, entries[0]);
     case OpType::kBroadcast: return Broadcast(ps, r, e);
-    case OpType::kAlltoall: return Alltoall(ps, r, e);
+    case OpType::kAlltoall: return Alltoall(ps, r, entries[0]);
     case OpType::kReducescatter: return Reducescatter(ps, r, e);
     case OpType::kBarrier: ++stats_.backend_calls[(int)OpType::kBarrier]; return ps.comm->Barrier();
     case OpType::kJoin:
@@ -326,23 +326,50 @@ Status Executor::AllreduceWhereTheyAre(ProcessSet& ps, const Response& r,
   return st;
 }
 
-Status Executor::Allgather(ProcessSet& ps, const Response& r, TensorEntry* e) {
+// The sizes an allgather or alltoall response carries (message.h) must be whole and, for this
+// member, what its entry holds: the data moves by them, so a mistake would read or write past a
+// buffer. One case differs legitimately: this member joined, and in the cycle its entry went to the
+// coordinator (renegotiated: stalled, or with sizes too large to travel with a cache bit) every
+// other member found the tensor in the cache and took part, counting this member as joined without
+// it (no sizes). It then takes part with nothing, as they expect, and its entry goes back to wait
+// for the coordinator, which holds its request.
+Status Executor::CheckSizes(ProcessSet& ps, const Response& r, std::unique_ptr<TensorEntry>& e) const {
+  const int32_t n = ps.size();
+  const size_t per = (size_t)SizesPerMember(r.type, n);
+  if (r.tensor_sizes.size() != per * n) {
+    return Status::Aborted("negotiation gave " + std::string(OpTypeName(r.type)) + " of tensor '" + r.names[0] + "' " +
+                           std::to_string(r.tensor_sizes.size()) + " sizes, expected " + std::to_string(per * n));
+  }
+  for (int64_t x : r.tensor_sizes)
+    if (x < 0) return Status::Aborted("negotiation gave a negative size for tensor '" + r.names[0] + "'");
+  if (!e) return Status::Ok();  // joined without the tensor: its sizes are zeros on every member
+  const auto mine_at = r.tensor_sizes.begin() + per * ps.my_rank;
+  const std::vector<int64_t> mine = MemberSizes(*e, n);
+  if (std::equal(mine.begin(), mine.end(), mine_at)) return Status::Ok();
+  if (ps.joined && e->sent_to_coordinator && std::all_of(mine_at, mine_at + per, [](int64_t x) { return x == 0; })) {
+    std::string name = e->name;
+    ps.pending[name] = std::move(e);
+    return Status::Ok();
+  }
+  return Status::Aborted("negotiation gave " + std::string(OpTypeName(r.type)) + " of tensor '" + r.names[0] +
+                         "' other sizes for this rank than it submitted");
+}
+
+Status Executor::Allgather(ProcessSet& ps, const Response& r, std::unique_ptr<TensorEntry>& e) {
   const int32_t n = ps.size();
   const size_t esize = hvd::dtype_size(r.dtype);
   const int64_t row = RowElements(r.shapes[0]);
-  // First dimensions may differ per rank (a joined rank contributes none): exchange them.
-  int64_t my_rows = e ? e->input.shape[0] : 0;
-  std::vector<int64_t> rows(n);
-  ++stats_.backend_calls[(int)OpType::kAllgather];
-  Status st = ps.comm->Allgatherv(&my_rows, rows.data(), std::vector<size_t>(n, 1), HVD_DTYPE_INT64);
+  // Every member's first dimension came with the response (a joined member's is 0): no exchange.
+  Status st = CheckSizes(ps, r, e);
   if (!st.ok()) return st;
   std::vector<size_t> counts(n);
   int64_t total_rows = 0;
   for (int32_t i = 0; i < n; ++i) {
-    counts[i] = (size_t)(rows[i] * row);
-    total_rows += rows[i];
+    counts[i] = (size_t)(r.tensor_sizes[i] * row);
+    total_rows += r.tensor_sizes[i];
   }
   auto out = std::make_shared<Buffer>((size_t)(total_rows * row) * esize);
+  ++stats_.backend_calls[(int)OpType::kAllgather];
   st = ps.comm->Allgatherv(e ? e->input.data : nullptr, out->data(), counts, r.dtype);
   if (!st.ok() || !e) return st;
   e->handle->output = out;
@@ -367,31 +394,25 @@ Status Executor::Broadcast(ProcessSet& ps, const Response& r, TensorEntry* e) {
   return ps.comm->Broadcast(buf, count, r.dtype, r.root);
 }
 
-Status Executor::Alltoall(ProcessSet& ps, const Response& r, TensorEntry* e) {
-  const int32_t n = ps.size();
+Status Executor::Alltoall(ProcessSet& ps, const Response& r, std::unique_ptr<TensorEntry>& e) {
+  const int32_t n = ps.size(), me = ps.my_rank;
   const size_t esize = hvd::dtype_size(r.dtype);
   const int64_t row = RowElements(r.shapes[0]);
-  std::vector<int64_t> send_splits(n, 0), recv_splits(n, 0);
-  if (e) {
-    if (!e->splits.empty()) {
-      send_splits = e->splits;
-    } else {
-      for (int32_t i = 0; i < n; ++i) send_splits[i] = e->input.shape[0] / n;
-    }
-  }
-  // Every rank learns how many rows it receives from each peer.
-  std::vector<size_t> ones(n, 1);
-  ++stats_.backend_calls[(int)OpType::kAlltoall];
-  Status st = ps.comm->Alltoallv(send_splits.data(), ones, recv_splits.data(), ones, HVD_DTYPE_INT64);
+  // The response holds every member's splits (row i: what member i sends; a joined member's row is
+  // zeros): this member sends its row and receives its column, with no exchange of splits.
+  Status st = CheckSizes(ps, r, e);
   if (!st.ok()) return st;
+  std::vector<int64_t> recv_splits(n);
   std::vector<size_t> send_counts(n), recv_counts(n);
   int64_t total_rows = 0;
   for (int32_t i = 0; i < n; ++i) {
-    send_counts[i] = (size_t)(send_splits[i] * row);
+    recv_splits[i] = r.tensor_sizes[(size_t)i * n + me];
+    send_counts[i] = (size_t)(r.tensor_sizes[(size_t)me * n + i] * row);
     recv_counts[i] = (size_t)(recv_splits[i] * row);
     total_rows += recv_splits[i];
   }
   auto out = std::make_shared<Buffer>((size_t)(total_rows * row) * esize);
+  ++stats_.backend_calls[(int)OpType::kAlltoall];
   st = ps.comm->Alltoallv(e ? e->input.data : nullptr, send_counts, out->data(), recv_counts, r.dtype);
   if (!st.ok() || !e) return st;
   e->handle->output = out;

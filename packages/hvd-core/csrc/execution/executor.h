@@ -52,9 +52,12 @@ class Executor {
   // written where it is, with no fusion buffer and no scaling pass of the engine's.
   Status AllreduceWhereTheyAre(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries,
                                hvd_reduce_op op, double post, bool* declined);
-  Status Allgather(ProcessSet& ps, const Response& r, TensorEntry* e);
+  // Checks the sizes an allgather or alltoall response carries against this member's entry; may
+  // hand the entry back to ps.pending (then `e` is null), see there.
+  Status CheckSizes(ProcessSet& ps, const Response& r, std::unique_ptr<TensorEntry>& e) const;
+  Status Allgather(ProcessSet& ps, const Response& r, std::unique_ptr<TensorEntry>& e);
   Status Broadcast(ProcessSet& ps, const Response& r, TensorEntry* e);
-  Status Alltoall(ProcessSet& ps, const Response& r, TensorEntry* e);
+  Status Alltoall(ProcessSet& ps, const Response& r, std::unique_ptr<TensorEntry>& e);
   Status Reducescatter(ProcessSet& ps, const Response& r, TensorEntry* e);
 
   const Logger& log_;

@@ -32,7 +32,14 @@ size_t ResponseBytes(const Response& r) {
 // of the widest element (8 bytes): records, their inline area and each part are padded to it.
 constexpr size_t kInlineAlign = 8;
 inline size_t AlignUp(size_t bytes) { return (bytes + kInlineAlign - 1) & ~(kInlineAlign - 1); }
-inline size_t InlineSpan(const Response& r) { return AlignUp(ResponseBytes(r)); }
+// What a member's inline bit for a cached response stands for in its record: an allreduce's data,
+// or a member's new sizes for an allgather or alltoall (response_cache.h).
+inline size_t SizesSpan(OpType type, int32_t set_size) {
+  return AlignUp((size_t)SizesPerMember(type, set_size) * sizeof(int64_t));
+}
+inline size_t InlineSpan(const Response& r, int32_t set_size) {
+  return r.type == OpType::kAllreduce ? AlignUp(ResponseBytes(r)) : SizesSpan(r.type, set_size);
+}
 
 }  // namespace
 
@@ -52,6 +59,7 @@ Request Controller::MakeRequest(const ProcessSet& ps, const TensorEntry& e, bool
   r.group_size = e.group_size;
   r.invalidates_cache = invalidate;
   r.ranks = e.ranks;
+  if (e.type == OpType::kAlltoall) r.splits = MemberSizes(e, ps.size());
   return r;
 }
 
@@ -60,9 +68,14 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
   const int64_t now = NowMicros();
   ++stats->cycles;
 
-  // Sort what is pending into cache hits and requests for the coordinator.
+  // Sort what is pending into cache hits and requests for the coordinator. An allgather or alltoall
+  // hit whose sizes for this member changed carries its new sizes in the record's inline area
+  // (`sizes_bytes` of it, taken before any allreduce data), or, when they do not fit, is negotiated
+  // again like a changed tensor (response_cache.h says why a cached response is never stale).
   std::vector<Request> requests;
   std::vector<std::pair<int32_t, TensorEntry*>> hits;
+  std::vector<bool> new_sizes;  // by slot: this member sends its sizes with its bit
+  size_t sizes_bytes = 0;
   for (const std::string& name : ps.arrival) {
     TensorEntry& e = *ps.pending.at(name);
     if (e.sent_to_coordinator) continue;
@@ -73,7 +86,17 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
       // A cached tensor that waits too long is renegotiated in full, so that the coordinator's
       // stall report can name the ranks that are missing it.
       bool stalled = ps.stall.enabled() && now - e.pending_since_us > ps.stall.check_us();
-      if (found == ResponseCache::Lookup::kHit && !stalled) {
+      bool fits = true;
+      if (found == ResponseCache::Lookup::kHit && !stalled && !SizesMatch(e, ps.cache.Get(slot), n, ps.my_rank)) {
+        const size_t span = SizesSpan(e.type, n);
+        fits = (int64_t)(sizes_bytes + span) <= inline_bytes_;
+        if (fits) {
+          sizes_bytes += span;
+          if (new_sizes.size() <= (size_t)slot) new_sizes.resize((size_t)slot + 1, false);
+          new_sizes[slot] = true;
+        }
+      }
+      if (found == ResponseCache::Lookup::kHit && !stalled && fits) {
         hits.emplace_back(slot, &e);
         continue;
       }
@@ -104,17 +127,26 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
   uint32_t request_len = (uint32_t)encoded.size();
   std::memcpy(&record[kRequestLenAt], &request_len, 4);
   std::sort(hits.begin(), hits.end());
-  size_t inline_used = 0;
+  size_t inline_used = 0, data_used = 0;  // inline_used: data and sizes, packed in slot order
+  const size_t data_budget = inline_bytes_ > 0 ? (size_t)inline_bytes_ - sizes_bytes : 0;
   for (auto& hit : hits) {
     SetBit(&record[kBitmapsAt], hit.first);
     const Response& r = ps.cache.Get(hit.first);
+    if ((size_t)hit.first < new_sizes.size() && new_sizes[hit.first]) {
+      std::vector<int64_t> mine = MemberSizes(*hit.second, n);
+      std::memcpy(&record[inline_at + inline_used], mine.data(), mine.size() * sizeof(int64_t));
+      SetBit(&record[kBitmapsAt + bitmap], hit.first);
+      inline_used += SizesSpan(r.type, n);
+      continue;
+    }
     size_t bytes = ResponseBytes(r);
-    if (r.type == OpType::kAllreduce && inline_used + AlignUp(bytes) <= (size_t)inline_bytes_) {
+    if (r.type == OpType::kAllreduce && data_used + AlignUp(bytes) <= data_budget) {
       uint8_t* dst = &record[inline_at + inline_used];
       if (bytes) std::memcpy(dst, hit.second->input.data, bytes);
       if (r.prescale != 1.0) hvd::scale(r.dtype, dst, bytes / hvd::dtype_size(r.dtype), r.prescale);
       SetBit(&record[kBitmapsAt + bitmap], hit.first);
       inline_used += AlignUp(bytes);
+      data_used += AlignUp(bytes);
     }
   }
   out->records.resize(record_size * (size_t)n);
@@ -139,7 +171,8 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
   if (out->shutdown) return Status::Ok();
 
   // Ready: someone has it and every member has it or has joined. Inline: every member that has
-  // it sent its data; each member's inline data is packed in slot order.
+  // it sent its data; each member's inline data is packed in slot order. For an allgather or
+  // alltoall, a member's inline bit means that it sent its new sizes instead.
   std::vector<size_t> inline_offset(n, 0);
   out->responses.reserve(hits.size());
   for (int32_t s = 0; s < slots; ++s) {
@@ -156,16 +189,20 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
       // The root has joined: the coordinator must report it. Every rank drops the entry (the
       // decision uses only gathered records), so the holders renegotiate it next cycle.
       for (int32_t m = 0; m < n; ++m)
-        if (GetBit(rec(m) + kBitmapsAt + bitmap, s)) inline_offset[m] += InlineSpan(r);
+        if (GetBit(rec(m) + kBitmapsAt + bitmap, s)) inline_offset[m] += InlineSpan(r, n);
       ps.cache.Erase(s);
       continue;
     }
+    const int32_t per = SizesPerMember(r.type, n);
     InlineReduction reduction;
-    if (someone && everyone && all_inline) reduction.parts.resize(n, nullptr);
+    if (someone && everyone && all_inline && r.type == OpType::kAllreduce) reduction.parts.resize(n, nullptr);
+    std::vector<std::pair<int32_t, const uint8_t*>> sent_sizes;  // members' new sizes, where they lie
     for (int32_t m = 0; m < n; ++m) {
       if (!GetBit(rec(m) + kBitmapsAt + bitmap, s)) continue;
-      if (!reduction.parts.empty()) reduction.parts[m] = rec(m) + inline_at + inline_offset[m];
-      inline_offset[m] += InlineSpan(r);
+      const uint8_t* at = rec(m) + inline_at + inline_offset[m];
+      if (!reduction.parts.empty()) reduction.parts[m] = at;
+      if (per > 0) sent_sizes.emplace_back(m, at);
+      inline_offset[m] += InlineSpan(r, n);
     }
     if (!someone || !everyone) continue;
     ps.cache.Touch(s);
@@ -174,6 +211,21 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
       reduction.response = r;
       out->inline_reductions.push_back(std::move(reduction));
       ++stats->inline_reductions;
+    } else if (per > 0) {
+      // Every member's sizes as they are in this cycle: the new ones that came with the bits go
+      // into the cache (on every member alike, from the same records); members that joined without
+      // the tensor contribute nothing this time.
+      std::vector<int64_t> row((size_t)per);
+      for (const auto& ms : sent_sizes) {
+        std::memcpy(row.data(), ms.second, row.size() * sizeof(int64_t));
+        ps.cache.SetMemberSizes(s, ms.first, n, row.data());
+      }
+      Response now_sizes = ps.cache.Get(s);
+      for (int32_t m = 0; m < n; ++m) {
+        if (joined[m] && !GetBit(rec(m) + kBitmapsAt, s))
+          std::fill_n(now_sizes.tensor_sizes.begin() + (size_t)per * m, per, 0);
+      }
+      out->responses.push_back(std::move(now_sizes));
     } else {
       out->responses.push_back(r);
     }

@@ -2,10 +2,12 @@
 //
 // Step 1, always: one allgather of a fixed-size record per member: flags (shutdown, needs the
 // coordinator, joined), the length of its new requests, one bit per cache slot it has ready, and
-// the data of its small ready allreduces inline. A cached tensor every member has is ready with no
-// further communication; if every member also sent its data inline, the reduction is computed
+// inline the data of its small ready allreduces and the new sizes of its ready allgathers and
+// alltoalls whose first dimension or splits changed. A cached tensor every member has is ready with
+// no further communication; if every member also sent its data inline, the reduction is computed
 // locally from the gathered records (in rank order, so bit-identical everywhere) and the op costs
-// this one collective in total.
+// this one collective in total; an allgather or alltoall then knows every member's sizes
+// (response_cache.h) and costs its one data movement.
 // Step 2, only when needed: the members' new requests are gathered, the coordinator decides and
 // broadcasts an ordered response list (with cache erasures and, on a stall, a shutdown error).
 #pragma once

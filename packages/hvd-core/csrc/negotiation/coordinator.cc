@@ -184,8 +184,26 @@ Response Coordinator::Build(const std::string& name, const Pending& p) const {
         ok = false;
       }
       break;
-    case OpType::kAllgather:
-    case OpType::kAlltoall: ok = ok && agree("shapes (all dimensions but the first must match)", trailing); break;
+    case OpType::kAllgather: ok = ok && agree("shapes (all dimensions but the first must match)", trailing); break;
+    case OpType::kAlltoall:
+      ok = ok && agree("shapes (all dimensions but the first must match)", trailing);
+      // Checked when submitted (validation.cc); here only what a request off the wire could break.
+      for (size_t i = 0; ok && i < present.size(); ++i) {
+        const Request& q = *present[i];
+        bool fit = (int32_t)q.splits.size() == size_ && !q.shape.empty();
+        int64_t left = fit ? q.shape[0] : 0;  // the splits are not negative (message.cc)
+        for (size_t k = 0; fit && k < q.splits.size(); ++k) {
+          fit = q.splits[k] <= left;
+          left -= fit ? q.splits[k] : 0;
+        }
+        if (!fit || left != 0) {
+          error.error = "alltoall of tensor '" + name + "': rank " + std::to_string(ranks[i]) + " sent " +
+                        std::to_string(q.splits.size()) + " splits for the shape " + ShapeString(q.shape) +
+                        "; expected one per rank (" + std::to_string(size_) + ") summing to the first dimension";
+          ok = false;
+        }
+      }
+      break;
     case OpType::kAddProcessSet:
     case OpType::kRemoveProcessSet:
       if (ref.type == OpType::kAddProcessSet) {
@@ -219,6 +237,18 @@ Response Coordinator::Build(const std::string& name, const Pending& p) const {
   r.shapes = {ref.shape};
   r.ranks = ref.ranks;
   r.cacheable = Cacheable(ref.type) && ref.group_id < 0;
+  // Every member's sizes, so that none has to ask the others before the data moves (message.h);
+  // a joined member without the tensor contributes none.
+  if (ref.type == OpType::kAllgather) {
+    r.tensor_sizes.assign(size_, 0);
+    for (int32_t m = 0; m < size_; ++m)
+      if (p.has[m] && !p.by_rank[m].shape.empty()) r.tensor_sizes[m] = p.by_rank[m].shape[0];
+  } else if (ref.type == OpType::kAlltoall) {
+    r.tensor_sizes.assign((size_t)size_ * size_, 0);
+    for (int32_t m = 0; m < size_; ++m)
+      if (p.has[m])
+        std::copy(p.by_rank[m].splits.begin(), p.by_rank[m].splits.end(), r.tensor_sizes.begin() + (size_t)size_ * m);
+  }
   return r;
 }
 

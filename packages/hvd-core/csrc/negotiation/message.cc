@@ -5,8 +5,12 @@
 namespace hvdcore {
 namespace {
 
-constexpr uint32_t kRequestMagic = 0x48565251;   // "HVRQ"
-constexpr uint32_t kResponseMagic = 0x48565253;  // "HVRS"
+// The magic numbers name both the message and the version of its layout: they change whenever the
+// layout does, so that ranks built from different versions refuse each other's messages (with an
+// error saying so) instead of misreading them. Version 2 added Request::splits and
+// Response::tensor_sizes.
+constexpr uint32_t kRequestMagic = 0x48565132;   // "HVQ2"
+constexpr uint32_t kResponseMagic = 0x48565332;  // "HVS2"
 
 class Writer {
  public:
@@ -121,15 +125,17 @@ void EncodeRequests(const std::vector<Request>& requests, std::vector<uint8_t>* 
     w.Pod<int64_t>(r.group_id);
     w.Pod<int32_t>(r.group_size);
     w.Vec(r.ranks);
+    w.Vec(r.splits);
   }
 }
 
 Status DecodeRequests(const uint8_t* data, size_t size, std::vector<Request>* out) {
   out->clear();
   Reader rd(data, size);
-  if (rd.Pod<uint32_t>("magic") != kRequestMagic && !rd.failed()) rd.Fail("magic", "not a request list");
-  // The smallest encoded request is 50 bytes; bounding the count by it stops forged counts.
-  uint32_t n = rd.Count(kMaxListItems, 50, "request count");
+  if (rd.Pod<uint32_t>("magic") != kRequestMagic && !rd.failed())
+    rd.Fail("magic", "not a request list of this version of hvd-core");
+  // The smallest encoded request is 60 bytes; bounding the count by it stops forged counts.
+  uint32_t n = rd.Count(kMaxListItems, 60, "request count");
   for (uint32_t i = 0; i < n && !rd.failed(); ++i) {
     Request r;
     r.rank = rd.Pod<int32_t>("rank");
@@ -152,6 +158,9 @@ Status DecodeRequests(const uint8_t* data, size_t size, std::vector<Request>* ou
     r.group_id = rd.Pod<int64_t>("group id");
     r.group_size = rd.Pod<int32_t>("group size");
     r.ranks = rd.Vec<int32_t>(kMaxListItems, "ranks");
+    r.splits = rd.Vec<int64_t>(kMaxListItems, "splits");
+    for (int64_t x : r.splits)
+      if (x < 0) rd.Fail("splits", "negative split");
     out->push_back(std::move(r));
   }
   if (!rd.failed() && !rd.at_end()) rd.Fail("request list", "trailing bytes");
@@ -187,16 +196,19 @@ void EncodeResponseList(const ResponseList& list, std::vector<uint8_t>* out) {
     w.Str(r.error);
     w.Pod<int32_t>(r.last_joined_rank);
     w.Vec(r.ranks);
+    w.Vec(r.tensor_sizes);
   }
 }
 
 Status DecodeResponseList(const uint8_t* data, size_t size, ResponseList* out) {
   *out = ResponseList();
   Reader rd(data, size);
-  if (rd.Pod<uint32_t>("magic") != kResponseMagic && !rd.failed()) rd.Fail("magic", "not a response list");
+  if (rd.Pod<uint32_t>("magic") != kResponseMagic && !rd.failed())
+    rd.Fail("magic", "not a response list of this version of hvd-core");
   out->cache_erase = rd.Vec<int32_t>(kMaxListItems, "cache erase list");
   out->shutdown_error = rd.Str(kMaxNameBytes, "shutdown error");
-  uint32_t n = rd.Count(kMaxListItems, 40, "response count");
+  // The smallest encoded response is 49 bytes; bounding the count by it stops forged counts.
+  uint32_t n = rd.Count(kMaxListItems, 49, "response count");
   for (uint32_t i = 0; i < n && !rd.failed(); ++i) {
     Response r;
     uint8_t kind = rd.Pod<uint8_t>("kind"), type = rd.Pod<uint8_t>("type");
@@ -222,6 +234,9 @@ Status DecodeResponseList(const uint8_t* data, size_t size, ResponseList* out) {
     r.error = rd.Str(kMaxNameBytes, "error");
     r.last_joined_rank = rd.Pod<int32_t>("last joined rank");
     r.ranks = rd.Vec<int32_t>(kMaxListItems, "ranks");
+    r.tensor_sizes = rd.Vec<int64_t>(kMaxTensorSizes, "tensor sizes");
+    for (int64_t x : r.tensor_sizes)
+      if (x < 0) rd.Fail("tensor sizes", "negative size");
     out->responses.push_back(std::move(r));
   }
   if (!rd.failed() && !rd.at_end()) rd.Fail("response list", "trailing bytes");

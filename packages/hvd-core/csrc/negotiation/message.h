@@ -29,6 +29,9 @@ struct Request {
   int32_t group_size = 0;
   bool invalidates_cache = false;  // the cached entry of this name must be dropped on every rank
   std::vector<int32_t> ranks;      // add_process_set: the members; remove_process_set: {id}
+  // alltoall: the rows this member sends to each member (even splits written out when none were
+  // given), so that the coordinator can tell every member what it receives (Response::tensor_sizes).
+  std::vector<int64_t> splits;
 };
 
 struct Response {
@@ -47,6 +50,12 @@ struct Response {
   int32_t last_joined_rank = -1;             // join
   std::vector<int32_t> ranks;                // add/remove process set
   bool cacheable = false;
+  // What every member contributes, so that no member has to ask the others before moving the data
+  // (as Horovod's Response::tensor_sizes). allgather: each member's first dimension, in member
+  // order (n values); alltoall: the n x n table of splits, row i being what member i sends to each
+  // member (member j receives column j). Empty for other ops. Members that joined without the
+  // tensor have zeros. Allgathers and alltoalls are never fused: one tensor per response.
+  std::vector<int64_t> tensor_sizes;
 };
 
 struct ResponseList {
@@ -59,6 +68,7 @@ struct ResponseList {
 constexpr uint32_t kMaxNameBytes = 1u << 16;
 constexpr uint32_t kMaxDims = 64;
 constexpr uint32_t kMaxListItems = 1u << 20;
+constexpr uint32_t kMaxTensorSizes = 1u << 26;  // an alltoall's n x n splits: up to 8192 members
 
 void EncodeRequests(const std::vector<Request>& requests, std::vector<uint8_t>* out);
 Status DecodeRequests(const uint8_t* data, size_t size, std::vector<Request>* out);

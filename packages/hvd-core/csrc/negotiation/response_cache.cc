@@ -1,5 +1,7 @@
 #include "negotiation/response_cache.h"
 
+#include <algorithm>
+
 namespace hvdcore {
 
 static bool TrailingDimsEqual(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
@@ -10,7 +12,6 @@ static bool TrailingDimsEqual(const std::vector<int64_t>& a, const std::vector<i
 }
 
 bool EntryMatchesResponse(const TensorEntry& e, const Response& r, int32_t set_size) {
-  (void)set_size;
   if (r.type != e.type || r.names.size() != 1) return false;
   if (e.type == OpType::kBarrier) return true;
   if (r.dtype != e.input.dtype || r.device_kind != e.input.device_kind) return false;
@@ -21,10 +22,32 @@ bool EntryMatchesResponse(const TensorEntry& e, const Response& r, int32_t set_s
     case OpType::kBroadcast: return r.root == e.root && r.shapes[0] == e.input.shape;
     case OpType::kAllgather:
     case OpType::kAlltoall:
-      // The first dimension may change from call to call; it is exchanged when the op runs.
-      return TrailingDimsEqual(r.shapes[0], e.input.shape);
+      // The first dimension (and the splits) may change from call to call: a member whose sizes
+      // changed sends its new ones with its cache bit (response_cache.h, controller.cc).
+      return TrailingDimsEqual(r.shapes[0], e.input.shape) &&
+             r.tensor_sizes.size() == (size_t)SizesPerMember(e.type, set_size) * set_size;
     default: return false;
   }
+}
+
+int32_t SizesPerMember(OpType type, int32_t set_size) {
+  return type == OpType::kAllgather ? 1 : type == OpType::kAlltoall ? set_size : 0;
+}
+
+std::vector<int64_t> MemberSizes(const TensorEntry& e, int32_t set_size) {
+  if (e.input.shape.empty()) return std::vector<int64_t>(SizesPerMember(e.type, set_size), 0);
+  if (e.type == OpType::kAllgather) return {e.input.shape[0]};
+  if (e.type != OpType::kAlltoall) return {};
+  if (!e.splits.empty()) return e.splits;
+  return std::vector<int64_t>(set_size, e.input.shape[0] / set_size);  // validated: divisible
+}
+
+bool SizesMatch(const TensorEntry& e, const Response& r, int32_t set_size, int32_t member) {
+  const size_t per = (size_t)SizesPerMember(e.type, set_size);
+  if (per == 0) return true;
+  if (member < 0 || r.tensor_sizes.size() != per * set_size) return false;
+  std::vector<int64_t> mine = MemberSizes(e, set_size);
+  return mine.size() == per && std::equal(mine.begin(), mine.end(), r.tensor_sizes.begin() + per * member);
 }
 
 ResponseCache::Lookup ResponseCache::Find(const TensorEntry& entry, int32_t set_size, int32_t* slot) const {
@@ -62,6 +85,13 @@ void ResponseCache::Put(const Response& response) {
   slots_[slot].response = response;
   slots_[slot].last_used = ++clock_;
   by_name_[name] = slot;
+}
+
+void ResponseCache::SetMemberSizes(int32_t slot, int32_t member, int32_t set_size, const int64_t* sizes) {
+  Response& r = slots_[slot].response;
+  const size_t per = (size_t)SizesPerMember(r.type, set_size);
+  if (per == 0 || member < 0 || member >= set_size || r.tensor_sizes.size() != per * set_size) return;
+  std::copy(sizes, sizes + per, r.tensor_sizes.begin() + per * member);
 }
 
 void ResponseCache::Erase(int32_t slot) {

@@ -147,6 +147,71 @@ TEST_F(CoordinatorTest, AllgatherMayDifferInTheFirstDimensionOnly) {
   ExpectErrorSaying("Mismatched shapes (all dimensions but the first must match)");
 }
 
+TEST_F(CoordinatorTest, AllgatherResponsesCarryEveryMembersFirstDimension) {
+  Start(3);
+  Request a = Allreduce(0, "g", {2, 5});
+  Request b = Allreduce(1, "g", {7, 5});
+  a.type = b.type = OpType::kAllgather;
+  Add({a});
+  Add({Join(2)});  // contributes no rows
+  Add({b});
+  std::vector<Response> ready = Collect();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].kind, Response::Kind::kOp);
+  EXPECT_EQ(ready[0].tensor_sizes, (std::vector<int64_t>{2, 7, 0}));
+  EXPECT_TRUE(ready[0].cacheable);
+}
+
+Request Alltoall(int32_t rank, const std::string& name, std::vector<int64_t> splits, std::vector<int64_t> shape) {
+  Request r = Allreduce(rank, name, std::move(shape));
+  r.type = OpType::kAlltoall;
+  r.splits = std::move(splits);
+  return r;
+}
+
+TEST_F(CoordinatorTest, AlltoallResponsesCarryTheTableOfEveryMembersSplits) {
+  Start(3);
+  Add({Alltoall(0, "a", {1, 0, 2}, {3, 4})});
+  Add({Alltoall(1, "a", {0, 0, 0}, {0, 4})});
+  Add({Alltoall(2, "a", {4, 1, 1}, {6, 4})});
+  std::vector<Response> ready = Collect();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].kind, Response::Kind::kOp);
+  EXPECT_EQ(ready[0].tensor_sizes, (std::vector<int64_t>{1, 0, 2, 0, 0, 0, 4, 1, 1}));
+
+  // A joined member's row is zeros: it sends nothing (and still receives its column).
+  Add({Join(1)});
+  Add({Alltoall(0, "b", {1, 1, 1}, {3})});
+  Add({Alltoall(2, "b", {0, 2, 0}, {2})});
+  ready = Collect();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].tensor_sizes, (std::vector<int64_t>{1, 1, 1, 0, 0, 0, 0, 2, 0}));
+}
+
+TEST_F(CoordinatorTest, AlltoallSplitsThatDoNotFitTheTensorAreAnError) {
+  // Submission checks this (validation.cc); a request off the wire is checked again.
+  Start(2);
+  Add({Alltoall(0, "a", {1, 1}, {2})});
+  Add({Alltoall(1, "a", {1, 2}, {2})});
+  ExpectErrorSaying("rank 1 sent 2 splits for the shape [2]");
+  Add({Alltoall(0, "b", {2}, {2})});
+  Add({Alltoall(1, "b", {1, 1}, {2})});
+  ExpectErrorSaying("rank 0 sent 1 splits");
+  // Mismatched trailing dimensions are reported as before, ahead of the splits.
+  Add({Alltoall(0, "c", {1, 1}, {2, 3})});
+  Add({Alltoall(1, "c", {1, 1}, {2, 4})});
+  ExpectErrorSaying("Mismatched shapes (all dimensions but the first must match)");
+}
+
+TEST_F(CoordinatorTest, OtherOpsCarryNoSizes) {
+  Start(2);
+  Add({Allreduce(0, "t")});
+  Add({Allreduce(1, "t")});
+  std::vector<Response> ready = Collect();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_TRUE(ready[0].tensor_sizes.empty());
+}
+
 TEST_F(CoordinatorTest, JoinedMembersCountAsHavingSubmitted) {
   Start(3);
   Add({Join(1)});

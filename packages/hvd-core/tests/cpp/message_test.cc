@@ -93,6 +93,7 @@ Request SampleRequest() {
   r.group_size = 2;
   r.invalidates_cache = true;
   r.ranks = {0, 2};
+  r.splits = {5, 0, 7};
   return r;
 }
 
@@ -117,7 +118,18 @@ ResponseList SampleResponses() {
   error.error = "Mismatched root ranks";
   error.last_joined_rank = 2;
   error.ranks = {5};
-  list.responses = {fused, error};
+  Response gather;
+  gather.type = OpType::kAllgather;
+  gather.names = {"g"};
+  gather.shapes = {{3, 4}};
+  gather.tensor_sizes = {3, 0, 9};
+  gather.cacheable = true;
+  Response a2a;
+  a2a.type = OpType::kAlltoall;
+  a2a.names = {"a2a"};
+  a2a.shapes = {{4}};
+  a2a.tensor_sizes = {1, 3, 2, 2};
+  list.responses = {fused, error, gather, a2a};
   return list;
 }
 
@@ -142,6 +154,7 @@ TEST(WireFormat, RequestsRoundTrip) {
   second.name = "";
   second.shape = {};
   second.ranks = {};
+  second.splits = {};
   Bytes message = Encoded({SampleRequest(), second});
   std::vector<Request> decoded;
   ASSERT_TRUE(DecodeRequests(message.data(), message.size(), &decoded).ok());
@@ -162,8 +175,10 @@ TEST(WireFormat, RequestsRoundTrip) {
   EXPECT_EQ(r.group_size, want.group_size);
   EXPECT_EQ(r.invalidates_cache, want.invalidates_cache);
   EXPECT_EQ(r.ranks, want.ranks);
+  EXPECT_EQ(r.splits, want.splits);
   EXPECT_EQ(decoded[1].type, OpType::kAlltoall);
   EXPECT_EQ(decoded[1].name, "");
+  EXPECT_TRUE(decoded[1].splits.empty());
 }
 
 TEST(WireFormat, ResponsesRoundTrip) {
@@ -173,8 +188,8 @@ TEST(WireFormat, ResponsesRoundTrip) {
   ASSERT_TRUE(DecodeResponseList(message.data(), message.size(), &got).ok());
   EXPECT_EQ(got.cache_erase, want.cache_erase);
   EXPECT_EQ(got.shutdown_error, want.shutdown_error);
-  ASSERT_EQ(got.responses.size(), 2u);
-  for (size_t i = 0; i < 2; ++i) {
+  ASSERT_EQ(got.responses.size(), want.responses.size());
+  for (size_t i = 0; i < want.responses.size(); ++i) {
     const Response& g = got.responses[i];
     const Response& w = want.responses[i];
     EXPECT_EQ(g.kind, w.kind);
@@ -190,6 +205,43 @@ TEST(WireFormat, ResponsesRoundTrip) {
     EXPECT_EQ(g.last_joined_rank, w.last_joined_rank);
     EXPECT_EQ(g.ranks, w.ranks);
     EXPECT_EQ(g.cacheable, w.cacheable);
+    EXPECT_EQ(g.tensor_sizes, w.tensor_sizes);
+  }
+}
+
+// Sizes are counts of rows: a negative one is a corrupt message, refused like any other.
+TEST(WireFormat, NegativeSplitsAndSizesAreRefused) {
+  Request request = SampleRequest();
+  request.splits = {2, -1};
+  Bytes message = Encoded({request});
+  std::vector<Request> requests;
+  Status s = DecodeRequests(message.data(), message.size(), &requests);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("negative split"), std::string::npos) << s.message();
+
+  ResponseList list = SampleResponses();
+  list.responses[2].tensor_sizes = {3, -4, 9};
+  message = Encoded(list);
+  ResponseList responses;
+  s = DecodeResponseList(message.data(), message.size(), &responses);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("negative size"), std::string::npos) << s.message();
+}
+
+// The magic number names the layout's version: messages of the layout before (with no splits and
+// no sizes) are refused with an error that says so, not misread.
+TEST(WireFormat, MessagesOfAnotherVersionAreRefused) {
+  for (uint32_t old_magic : {0x48565251u, 0x48565253u}) {  // "HVRQ", "HVRS": version 1
+    Bytes message = Encoded({SampleRequest()});
+    std::memcpy(message.data(), &old_magic, 4);
+    std::vector<Request> requests;
+    Status s = DecodeRequests(message.data(), message.size(), &requests);
+    EXPECT_NE(s.message().find("not a request list of this version"), std::string::npos) << s.message();
+    message = Encoded(SampleResponses());
+    std::memcpy(message.data(), &old_magic, 4);
+    ResponseList responses;
+    s = DecodeResponseList(message.data(), message.size(), &responses);
+    EXPECT_NE(s.message().find("not a response list of this version"), std::string::npos) << s.message();
   }
 }
 
@@ -263,14 +315,30 @@ TEST(WireFormat, ForgedLengthsAreRefusedWithoutAllocating) {
   const size_t shape_count_at = name_length_at + 4 + SampleRequest().name.size();
   // after the shape's dimensions, the group's id and size
   const size_t ranks_count_at = shape_count_at + 4 + 8 * SampleRequest().shape.size() + 8 + 4;
-  ASSERT_EQ(ranks_count_at + 4 + 4 * SampleRequest().ranks.size(), valid.size());
+  const size_t splits_count_at = ranks_count_at + 4 + 4 * SampleRequest().ranks.size();
+  ASSERT_EQ(splits_count_at + 4 + 8 * SampleRequest().splits.size(), valid.size());
   for (uint32_t forged : {0xFFFFFFFFu, 0xFFFFFFF0u, 0x80000000u, 1000000u, kMaxListItems, kMaxNameBytes + 1}) {
-    for (size_t at : {count_at, name_length_at, shape_count_at, ranks_count_at}) {
+    for (size_t at : {count_at, name_length_at, shape_count_at, ranks_count_at, splits_count_at}) {
       Bytes message = with_u32_at(at, forged);
       ExpectCleanDecoding(message);
       std::vector<Request> decoded;
       EXPECT_FALSE(DecodeRequests(message.data(), message.size(), &decoded).ok()) << forged << " at " << at;
     }
+  }
+}
+
+// The same for the count of a response's sizes, whose bound is larger than the other lists'.
+TEST(WireFormat, ForgedSizeCountsAreRefusedWithoutAllocating) {
+  ResponseList list;
+  list.responses = {SampleResponses().responses[2]};
+  const Bytes valid = Encoded(list);
+  const size_t sizes_count_at = valid.size() - 4 - 8 * list.responses[0].tensor_sizes.size();
+  for (uint32_t forged : {0xFFFFFFFFu, 0x80000000u, kMaxTensorSizes, kMaxTensorSizes - 1, 1000000u, 4u}) {
+    Bytes message = valid;
+    std::memcpy(message.data() + sizes_count_at, &forged, sizeof(forged));
+    ExpectCleanDecoding(message);
+    ResponseList decoded;
+    EXPECT_FALSE(DecodeResponseList(message.data(), message.size(), &decoded).ok()) << forged;
   }
 }
 

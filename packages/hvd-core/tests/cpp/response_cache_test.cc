@@ -64,16 +64,70 @@ TEST(ResponseCache, UnknownNamesMissAndChangedTensorsMismatch) {
   EXPECT_EQ(cache.Find(rescaled, 2, &slot), ResponseCache::Lookup::kMismatch);
 }
 
-TEST(ResponseCache, AllgatherHitsWhateverItsFirstDimension) {
+// An allgather's or alltoall's first dimension and splits may change between calls: the entry
+// still hits (a member sends its new sizes with its bit, controller.cc), but SizesMatch tells
+// whether the cached response holds this member's sizes as they are now.
+TEST(ResponseCache, AllgatherHitsWhateverItsFirstDimensionAndTellsWhetherItsSizesChanged) {
   ResponseCache cache(4);
   Response r = Negotiated("g", OpType::kAllgather, {3, 8});
+  r.tensor_sizes = {3, 5};  // member 0 has 3 rows, member 1 five
   cache.Put(r);
+  TensorEntry mine = Submitted(r);
+  int32_t slot = -1;
+  EXPECT_EQ(cache.Find(mine, 2, &slot), ResponseCache::Lookup::kHit);
+  EXPECT_TRUE(SizesMatch(mine, cache.Get(slot), 2, 0));
+  EXPECT_FALSE(SizesMatch(mine, cache.Get(slot), 2, 1));  // as member 1 it has 3 rows, not 5
+
   TensorEntry longer = Submitted(r);
   longer.input.shape = {30, 8};
-  int32_t slot = -1;
   EXPECT_EQ(cache.Find(longer, 2, &slot), ResponseCache::Lookup::kHit);
+  EXPECT_FALSE(SizesMatch(longer, cache.Get(slot), 2, 0));
+  EXPECT_EQ(MemberSizes(longer, 2), std::vector<int64_t>{30});
+
+  // The new sizes, once every member has seen them, are written into the cached response.
+  const int64_t thirty = 30;
+  cache.SetMemberSizes(slot, 0, 2, &thirty);
+  EXPECT_EQ(cache.Get(slot).tensor_sizes, (std::vector<int64_t>{30, 5}));
+  EXPECT_TRUE(SizesMatch(longer, cache.Get(slot), 2, 0));
+
   longer.input.shape = {3, 9};
   EXPECT_EQ(cache.Find(longer, 2, &slot), ResponseCache::Lookup::kMismatch);
+}
+
+TEST(ResponseCache, AlltoallSizesAreTheSplitsOfEachMember) {
+  ResponseCache cache(4);
+  Response r = Negotiated("a2a", OpType::kAlltoall, {4, 2});
+  r.tensor_sizes = {1, 3, 2, 2};  // member 0 sends 1 row to 0 and 3 to 1; member 1 sends 2 and 2
+  cache.Put(r);
+  TensorEntry e = Submitted(r);
+  e.splits = {1, 3};
+  int32_t slot = -1;
+  ASSERT_EQ(cache.Find(e, 2, &slot), ResponseCache::Lookup::kHit);
+  EXPECT_TRUE(SizesMatch(e, cache.Get(slot), 2, 0));
+  EXPECT_FALSE(SizesMatch(e, cache.Get(slot), 2, 1));
+  e.splits = {2, 2};
+  EXPECT_TRUE(SizesMatch(e, cache.Get(slot), 2, 1));
+  e.splits = {};  // no splits: even ones, written out
+  EXPECT_EQ(MemberSizes(e, 2), (std::vector<int64_t>{2, 2}));
+  EXPECT_TRUE(SizesMatch(e, cache.Get(slot), 2, 1));
+  EXPECT_FALSE(SizesMatch(e, cache.Get(slot), 2, 0));
+
+  const int64_t row[2] = {4, 0};
+  cache.SetMemberSizes(slot, 1, 2, row);
+  EXPECT_EQ(cache.Get(slot).tensor_sizes, (std::vector<int64_t>{1, 3, 4, 0}));
+  cache.SetMemberSizes(slot, 2, 2, row);  // no such member: nothing changes
+  EXPECT_EQ(cache.Get(slot).tensor_sizes, (std::vector<int64_t>{1, 3, 4, 0}));
+}
+
+// A cached response without a size for every member of the set (a set of another size) is not a
+// hit: the executor could not move the data by it.
+TEST(ResponseCache, SizesForAnotherSetSizeMismatch) {
+  ResponseCache cache(4);
+  Response r = Negotiated("g", OpType::kAllgather, {3, 8});
+  r.tensor_sizes = {3, 5};
+  cache.Put(r);
+  int32_t slot = -1;
+  EXPECT_EQ(cache.Find(Submitted(r), 3, &slot), ResponseCache::Lookup::kMismatch);
 }
 
 TEST(ResponseCache, SlotsAreNumberedInTheOrderOfPuts) {
