@@ -1,10 +1,14 @@
-"""Gradients of the differentiable collectives, against references every rank computes locally.
+"""Gradients of the differentiable collectives: Horovod's definitions, checked on 2 and 3 ranks.
 
-Rank r's loss is ``sum(w_r * y_r)`` for its output ``y_r``. The "true" gradient of the job's total
-loss (the sum over ranks) is computed by autograd on a local simulation of the collective with
-every rank's input. Horovod defines the gradients of allreduce, alltoall and reducescatter as
-exactly that; for allgather and broadcast it averages (rather than sums) the incoming gradients
-over ranks, so their reference is the true gradient divided by the number of ranks.
+Rank r's loss is ``sum(w_r * y_r)`` for its output ``y_r``, so its incoming gradient is ``w_r``,
+which every rank can compute. Horovod (0.28.1, ``horovod/torch/mpi_ops.py``) defines each backward
+as a collective on the incoming gradients, not as the local derivative: allreduce -> the same
+allreduce; alltoall -> alltoall back; allgather -> Average allreduce, this rank's rows; broadcast ->
+Average allreduce, times 0 except on the root; reducescatter -> allgather, times the set's size for
+Sum (not for Average), times the pre- and postscale factors. The references below are written
+from those definitions; each is also compared with the "true" gradient of the job's total loss
+(the sum over ranks, by autograd on a local simulation of the collective): equal for allreduce and
+alltoall, 1/n of it for allgather and broadcast, n times it for reducescatter.
 """
 
 from __future__ import annotations
@@ -29,8 +33,13 @@ def true_gradients(
     return list(torch.autograd.grad(total, xs, allow_unused=True))
 
 
+def incoming(rank: int, shape: tuple) -> torch.Tensor:
+    """Rank ``rank``'s incoming gradient (the weights of its loss) for an output of ``shape``."""
+    return seeded(shape, seed=100 + rank)
+
+
 def own_loss_backward(rank: int, x: torch.Tensor, y: torch.Tensor) -> None:
-    (seeded(tuple(y.shape), seed=100 + rank) * y).sum().backward()
+    (incoming(rank, tuple(y.shape)) * y).sum().backward()
 
 
 def assert_grad(actual: torch.Tensor | None, expected: torch.Tensor, what: str) -> None:
@@ -107,6 +116,9 @@ def case_allgather_grad() -> None:
     own_loss_backward(rank, x, hvd.allgather(x, name="grad.ag"))
     expected = true_gradients(n, rows, lambda xs: [torch.cat(xs)] * n, lambda r: total_rows)[rank] / n
     assert_grad(x.grad, expected, "allgather")
+    start = sum(r + 1 for r in range(rank))
+    horovods = (sum(incoming(j, total_rows) for j in range(n)) / n)[start : start + rank + 1]
+    assert_grad(x.grad, horovods, "allgather, Horovod's definition")
     # Grouped.
     xs = [seeded(rows(rank), seed=rank).requires_grad_(), seeded((1, 2), seed=50 + rank).requires_grad_()]
     ys = hvd.grouped_allgather(xs, name="grad.gag")
@@ -125,6 +137,19 @@ def case_broadcast_grad() -> None:
         expected = true_gradients(n, lambda r: shape, lambda xs, root=root: [xs[root]] * n, lambda r: shape)[rank]
         expected = torch.zeros(shape, dtype=torch.float64) if expected is None else expected / n
         assert_grad(x.grad, expected, f"broadcast root={root}")
+        horovods = sum(incoming(j, shape) for j in range(n)) / n * (1 if rank == root else 0)
+        assert_grad(x.grad, horovods, f"broadcast root={root}, Horovod's definition")
+    # Non-roots get the average times 0, not zeros: a non-finite gradient on any rank (here the last
+    # one's) makes every rank's gradient non-finite, as in Horovod.
+    x = seeded(shape, seed=rank).requires_grad_()
+    y = hvd.broadcast(x, 0, name="grad.bc.inf")
+    w = torch.zeros(shape, dtype=torch.float64)
+    if rank == n - 1:
+        w[0, 0] = float("inf")
+    y.backward(w)
+    assert x.grad is not None and x.grad.flatten()[1:].eq(0).all()
+    corner = x.grad[0, 0].item()
+    assert corner == float("inf") if rank == 0 else corner != corner, (rank, corner)  # NaN off the root
 
 
 @pytest.mark.parametrize("np_", NP)
@@ -170,30 +195,51 @@ def case_alltoall_grad() -> None:
     assert x.grad.tolist() == [[1.0, 1.0]] * (2 * n)
 
 
+def horovod_reducescatter_grad(g: torch.Tensor, op: int, set_size: int, pre: float, post: float) -> torch.Tensor:
+    """The part of a reducescatter's backward one rank's incoming gradient ``g`` gives, as Horovod
+    writes it: times the set's size for Sum (not for Average), then times each scale factor."""
+    if op == hvd.Sum:
+        g = g * set_size
+    if pre != 1.0:
+        g = g * pre
+    if post != 1.0:
+        g = g * post
+    return g
+
+
 def case_reducescatter_grad() -> None:
     hvd.init()
     n, rank = hvd.size(), hvd.rank()
     rows = 2 * n + 1
     counts = [rows // n + (1 if r < rows % n else 0) for r in range(n)]
     starts = [sum(counts[:r]) for r in range(n)]
-    for op, pre, post in ((hvd.Sum, 1.0, 1.0), (hvd.Average, 1.0, 1.0), (hvd.Average, 2.0, 0.5)):
+    cases = ((hvd.Sum, 1.0, 1.0), (hvd.Average, 1.0, 1.0), (hvd.Sum, 2.0, 0.25), (hvd.Average, 2.0, 0.5))
+    for op, pre, post in cases:
 
         def simulate(xs, op=op, pre=pre, post=post):
             total = sum(pre * x for x in xs) * post
             total = total / n if op == hvd.Average else total
             return [total[starts[j] : starts[j] + counts[j]] for j in range(n)]
 
+        # Every rank's incoming gradient, allgathered, each scaled as Horovod does (to the bit).
+        expected = torch.cat(
+            [horovod_reducescatter_grad(incoming(j, (counts[j], 2)), op, n, pre, post) for j in range(n)]
+        )
+        true = true_gradients(n, lambda r: (rows, 2), simulate, lambda j: (counts[j], 2))[rank]
+        assert torch.allclose(expected, n * true, atol=1e-10)  # n times the local derivative, for both ops
         x = seeded((rows, 2), seed=rank).requires_grad_()
         y = hvd.reducescatter(x, op=op, prescale_factor=pre, postscale_factor=post, name=f"grad.rs.{op}.{pre}")
         own_loss_backward(rank, x, y)
-        expected = true_gradients(n, lambda r: (rows, 2), simulate, lambda j: (counts[j], 2))[rank]
-        assert_grad(x.grad, expected, f"reducescatter op={op} pre={pre}")
-        xs = [seeded((rows, 2), seed=rank).requires_grad_()]
+        assert x.grad is not None and torch.equal(x.grad, expected), f"reducescatter op={op} pre={pre} post={post}"
+        xs = [seeded((rows, 2), seed=rank).requires_grad_(), seeded((n, 3), seed=50 + rank).requires_grad_()]
         ys = hvd.grouped_reducescatter(
             xs, op=op, prescale_factor=pre, postscale_factor=post, name=f"grad.grs.{op}.{pre}"
         )
-        own_loss_backward(rank, xs[0], ys[0])
-        assert_grad(xs[0].grad, expected, f"grouped reducescatter op={op} pre={pre}")
+        (incoming(rank, tuple(ys[0].shape)) * ys[0]).sum().backward(retain_graph=True)
+        (incoming(10 + rank, tuple(ys[1].shape)) * ys[1]).sum().backward()
+        second = torch.cat([horovod_reducescatter_grad(incoming(10 + j, (1, 3)), op, n, pre, post) for j in range(n)])
+        assert xs[0].grad is not None and torch.equal(xs[0].grad, expected), f"grouped reducescatter op={op} #0"
+        assert xs[1].grad is not None and torch.equal(xs[1].grad, second), f"grouped reducescatter op={op} #1"
 
 
 @pytest.mark.parametrize("np_", NP)
@@ -204,6 +250,43 @@ def test_alltoall_gradients(np_: int) -> None:
 @pytest.mark.parametrize("np_", NP)
 def test_reducescatter_gradients(np_: int) -> None:
     cluster(case_reducescatter_grad, np_)
+
+
+# --- within a process set ---------------------------------------------------------------------------
+
+
+def case_process_set_grads() -> None:
+    """In a process set the definitions use the set: its size, its members' gradients, and this
+    rank's position among them (the root of a broadcast is still a global rank)."""
+    evens, odds = hvd.ProcessSet([0, 2]), hvd.ProcessSet([1])
+    hvd.init(process_sets=[evens, odds])
+    rank = hvd.rank()
+    mine = evens if rank % 2 == 0 else odds
+    members, position = mine.ranks, mine.ranks.index(rank)
+    k = len(members)
+    # reducescatter (Sum: times the set's size), one row per member
+    x = seeded((k, 2), seed=rank).requires_grad_()
+    own_loss_backward(rank, x, hvd.reducescatter(x, op=hvd.Sum, process_set=mine, name="ps.grad.rs"))
+    expected = torch.cat([incoming(j, (1, 2)) * k for j in members])
+    assert x.grad is not None and torch.equal(x.grad, expected), ("reducescatter", rank, x.grad, expected)
+    # allgather: the members' gradients averaged, this member's rows (rank r has r + 1 rows)
+    x = seeded((rank + 1, 2), seed=rank).requires_grad_()
+    total = (sum(r + 1 for r in members), 2)
+    own_loss_backward(rank, x, hvd.allgather(x, process_set=mine, name="ps.grad.ag"))
+    start = sum(r + 1 for r in members[:position])
+    expected = (sum(incoming(j, total) for j in members) / k)[start : start + rank + 1]
+    assert_grad(x.grad, expected, f"allgather in {members}")
+    # broadcast from the set's last member
+    root = members[-1]
+    x = seeded((3,), seed=rank).requires_grad_()
+    own_loss_backward(rank, x, hvd.broadcast(x, root, process_set=mine, name="ps.grad.bc"))
+    expected = sum(incoming(j, (3,)) for j in members) / k * (1 if rank == root else 0)
+    assert_grad(x.grad, expected, f"broadcast in {members} from {root}")
+    hvd.barrier()
+
+
+def test_process_set_gradients() -> None:
+    cluster(case_process_set_grads, 3)
 
 
 def case_second_order() -> None:

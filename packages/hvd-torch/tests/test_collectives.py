@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import time
+from typing import Any
 
 import pytest
 import torch
@@ -277,16 +279,32 @@ def case_sparse_allreduce() -> None:
         return d
 
     for op in (hvd.Sum, hvd.Average):
-        handle = hvd.sparse_allreduce_async(dense_of(rank).to_sparse(), name=f"sp.{op}", op=op)
-        result = hvd.synchronize(handle)
-        assert result.is_sparse and result.shape == (5, 3)
         expected = sum(dense_of(r) for r in range(n)) / (n if op == hvd.Average else 1)
-        assert torch.allclose(result.to_dense(), expected), (result.to_dense(), expected)
-    expect_error(
-        ValueError,
-        ("Average and op=Sum",),
-        lambda: hvd.sparse_allreduce_async(dense_of(rank).to_sparse(), name="sp.max", op=hvd.Max),
-    )
+        # As in Horovod, the handle is called for the result; it also goes to poll and synchronize.
+        for wait in ("call", "synchronize", "poll"):
+            handle = hvd.sparse_allreduce_async(dense_of(rank).to_sparse(), name=f"sp.{op}.{wait}", op=op)
+            assert callable(handle) and isinstance(handle, int)
+            if wait == "poll":
+                while not hvd.poll(handle):
+                    time.sleep(0.001)
+            result = handle() if wait == "call" else hvd.synchronize(handle)
+            assert result.is_sparse and result.shape == (5, 3)
+            assert torch.allclose(result.to_dense(), expected), (wait, result.to_dense(), expected)
+            expect_error(ValueError, ("already synchronized",), handle)  # one result per handle
+    # How Horovod's DistributedOptimizer waits for a gradient's handle, sparse or dense.
+    handles = [
+        hvd.sparse_allreduce_async(dense_of(rank).to_sparse(), name="sp.opt", op=hvd.Sum),
+        hvd.allreduce_async(dense_of(rank), name="sp.opt.dense", op=hvd.Sum),
+    ]
+    sparse, dense = [h() if callable(h) else hvd.synchronize(h) for h in handles]
+    assert torch.equal(sparse.to_dense(), dense), (sparse.to_dense(), dense)
+    for op in (hvd.Max, hvd.Adasum):  # refused before anything is submitted, as not supported
+        error = expect_error(
+            hvd.UnsupportedOperationError,
+            ("sparse_allreduce_async",),
+            lambda op=op: hvd.sparse_allreduce_async(dense_of(rank).to_sparse(), name=f"sp.{op}", op=op),
+        )
+        assert "Average and op=Sum" in error or "Adasum" in error, error
 
 
 @pytest.mark.parametrize("np_", NP)
@@ -353,6 +371,73 @@ def test_poll_is_false_before_completion(np_: int) -> None:
 @pytest.mark.parametrize("np_", NP)
 def test_join(np_: int) -> None:
     assert cluster(case_join, np_) == [np_ - 1] * np_
+
+
+def case_collectives_while_a_rank_has_joined(joiner: int) -> int:
+    """Every collective completes while rank `joiner` has joined (Horovod refuses allgather,
+    broadcast, alltoall and reducescatter then); what the joined rank contributes to each, as the
+    package README says."""
+    hvd.init()
+    n, rank = hvd.size(), hvd.rank()
+    if rank == joiner:
+        return hvd.join()
+    active = [r for r in range(n) if r != joiner]
+    mine = float(rank + 2)
+
+    def of_active(fn: Any, sign: float = 1.0) -> float:
+        return float(fn(sign * (r + 2) for r in active))
+
+    # allreduce: Sum and Average as if it gave zeros (Average still divides by every rank, n) ...
+    assert hvd.allreduce(torch.full((2,), mine), op=hvd.Sum, name="j.sum").tolist() == [of_active(sum)] * 2
+    average = hvd.allreduce(
+        torch.full((2,), mine, dtype=torch.float64), prescale_factor=2.0, postscale_factor=3.0, name="j.avg"
+    )
+    assert torch.allclose(average, torch.full((2,), 2 * of_active(sum) * 3 / n, dtype=torch.float64)), average
+    # ... while Min, Max and Product leave it out (its part is the op's identity, not zero).
+    for op, fn in ((hvd.Min, min), (hvd.Max, max), (hvd.Product, math.prod)):
+        for sign in (1.0, -1.0):
+            result = hvd.allreduce(torch.full((1,), sign * mine), op=op, name=f"j.{op}.{sign}")
+            assert result.item() == of_active(fn, sign), (op, sign, result)
+    # allgather: no rows from it (grouped: the same for each tensor).
+    gathered = hvd.allgather(torch.full((rank + 1, 2), float(rank)), name="j.ag")
+    assert gathered[:, 0].tolist() == [float(r) for r in active for _ in range(r + 1)]
+    grouped = hvd.grouped_allgather([torch.full((1,), mine), torch.full((2, 1), mine)], name="j.gag")
+    expected = [[float(r + 2) for r in active], [float(r + 2) for r in active for _ in range(2)]]
+    assert [g.flatten().tolist() for g in grouped] == expected, grouped
+    # broadcast from a root that has not joined: as usual (the joined rank receives nothing).
+    root = active[-1]
+    assert hvd.broadcast(torch.full((3,), float(rank)), root, name="j.bc").tolist() == [float(root)] * 3
+    # alltoall: it sends nothing (0 rows received from it); the rows sent to it are dropped.
+    received, splits = hvd.alltoall(torch.arange(float(n)).unsqueeze(1) + 10 * rank, splits=[1] * n, name="j.a2a")
+    assert splits.tolist() == [0 if r == joiner else 1 for r in range(n)], splits
+    assert received[:, 0].tolist() == [10.0 * r + rank for r in active], received
+    # reducescatter: zeros from it; the rows are still split over every rank (its slice is dropped),
+    # and Average divides by every rank.
+    rows = 2 * n + 1
+    counts = [rows // n + (1 if r < rows % n else 0) for r in range(n)]
+    start = sum(counts[:rank])
+    for op in (hvd.Sum, hvd.Average):
+        result = hvd.reducescatter(torch.arange(float(rows)).unsqueeze(1) + 10 * rank, op=op, name=f"j.rs.{op}")
+        total = sum(torch.arange(float(rows)) + 10 * r for r in active) / (n if op == hvd.Average else 1)
+        assert torch.allclose(result[:, 0], total[start : start + counts[rank]]), (op, result)
+    # sparse_allreduce_async (allgathers): no entries from it; Average divides by every rank, as the
+    # dense allreduce does.
+    sparse = hvd.sparse_allreduce_async(torch.eye(n)[rank].to_sparse(), name="j.sp", op=hvd.Average)()
+    assert torch.allclose(sparse.to_dense(), sum(torch.eye(n)[r] for r in active) / n)
+    # A broadcast from the joined rank has no data to send: an error on every rank still taking part.
+    expect_error(
+        hvd.CollectiveMismatchError,
+        (f"root rank {joiner}", "already joined"),
+        lambda: hvd.broadcast(torch.zeros(1), joiner, name="j.bc.joined"),
+    )
+    return hvd.join()
+
+
+@pytest.mark.parametrize("np_", NP)
+@pytest.mark.parametrize("joiner", [0, 1])
+def test_collectives_while_a_rank_has_joined(np_: int, joiner: int) -> None:
+    last = cluster(case_collectives_while_a_rank_has_joined, np_, joiner)
+    assert len(set(last)) == 1 and last[0] != joiner, last  # the same on every rank: one that joined later
 
 
 # --- errors -----------------------------------------------------------------------------------------

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from horovod.common.exceptions import CollectiveMismatchError as CollectiveMismatchError
     from horovod.common.exceptions import HorovodInternalError as HorovodInternalError
     from horovod.common.exceptions import HostsUpdatedInterrupt as HostsUpdatedInterrupt
+    from horovod.common.exceptions import UnsupportedOperationError as UnsupportedOperationError
     from horovod.common.ops import allgather as allgather
     from horovod.common.ops import allgather_async as allgather_async
     from horovod.common.ops import allreduce as allreduce
@@ -92,7 +93,7 @@ _EXPORTS = {
         "start_timeline stop_timeline mpi_built gloo_built nccl_built cuda_built ddl_built ccl_built rocm_built "
         "mpi_enabled gloo_enabled mpi_threads_supported"
     ),
-    "exceptions": "HorovodInternalError HostsUpdatedInterrupt CollectiveMismatchError",
+    "exceptions": "HorovodInternalError HostsUpdatedInterrupt CollectiveMismatchError UnsupportedOperationError",
     "process_sets": "ProcessSet global_process_set add_process_set remove_process_set",
     "ops": (
         "Average Sum Adasum Min Max Product allreduce allreduce_async grouped_allreduce grouped_allreduce_async "

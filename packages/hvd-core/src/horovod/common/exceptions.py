@@ -27,6 +27,17 @@ class CollectiveMismatchError(RuntimeError):
     """Ranks disagreed about a collective (shape, dtype, op, root...). Raised on every rank."""
 
 
+class UnsupportedOperationError(ValueError, NotImplementedError):
+    """A combination of arguments that hvd does not run (e.g. reducescatter with op=hvd.Adasum).
+
+    Horovod raises RuntimeError (NotImplementedError, HorovodInternalError) for most such
+    combinations, where hvd used to raise ValueError: this class is both (and a
+    NotImplementedError, itself a RuntimeError), so that code catching either keeps working. It is
+    raised on the calling rank before anything is submitted, never by a failed collective, so
+    elastic training does not take it for a lost peer.
+    """
+
+
 class _NativeEngine(Protocol):
     """The part of the native extension module that install_exception_types uses."""
 

@@ -58,9 +58,14 @@ from horovod.common.collectives import (
     synchronize,
 )
 from horovod.common.dtypes import CODES as DTYPE_CODES
-from horovod.common.exceptions import CollectiveMismatchError, HorovodInternalError, HostsUpdatedInterrupt
+from horovod.common.exceptions import (
+    CollectiveMismatchError,
+    HorovodInternalError,
+    HostsUpdatedInterrupt,
+    UnsupportedOperationError,
+)
 from horovod.common.objects import allgather_object, broadcast_object
-from horovod.common.ops import NumpyAdapter
+from horovod.common.ops import ALLREDUCE_OPS, REDUCESCATTER_OPS, NumpyAdapter, check_reduce_op
 from horovod.common.process_sets import (
     ProcessSet,
     add_process_set,
@@ -76,8 +81,10 @@ T = TypeVar("T")
 #: ``broadcast_object`` and ``allgather_object``, written once for every framework. 1.2:
 #: ``native_entry`` and ``group_names``, for framework kernels that submit from native code;
 #: ``split_groups``, ``gradient_groups`` and ``check_gradient_options``, for distributed
-#: optimizers; ``position_in_set``).
-API_VERSION = (1, 2)
+#: optimizers; ``position_in_set``. 1.3: ``UnsupportedOperationError``, ``check_reduce_op``,
+#: ``ALLREDUCE_OPS`` and ``REDUCESCATTER_OPS``, to refuse a reduction hvd does not run before
+#: submitting it).
+API_VERSION = (1, 3)
 
 #: Device kinds a tensor adapter reports in ``describe`` (``DTYPE_CODES`` maps dtype names, such as
 #: ``"float32"`` or ``"bfloat16"``, to the engine's dtype codes).
@@ -134,14 +141,13 @@ def check_gradient_options(
     op: int, gradient_predivide_factor: float, num_groups: int, groups: Any, what: str
 ) -> tuple[int, list[list[Any]] | None]:
     """Horovod's checks of a distributed optimizer's options (``what`` names it in the errors),
-    alike in every framework: Adasum is refused (not implemented yet), a predivide factor needs
-    op=Average, and ``groups`` is a count or lists of variables. Returns ``(num_groups, groups)``,
-    an integer ``groups`` read as the count.
+    alike in every framework: Adasum is refused (not implemented yet: UnsupportedOperationError),
+    a predivide factor needs op=Average, and ``groups`` is a count or lists of variables. Returns
+    ``(num_groups, groups)``, an integer ``groups`` read as the count.
 
     .. versionadded:: 0.2
     """
-    if op == Adasum:
-        raise NotImplementedError(f"op=hvd.Adasum is not supported by hvd yet ({what}); use hvd.Average or hvd.Sum")
+    check_reduce_op(op, what)
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor is only supported with op=hvd.Average")
     if groups is not None:
@@ -219,10 +225,12 @@ def set_size(process_set: ProcessSet) -> int:
 
 
 __all__ = [
+    "ALLREDUCE_OPS",
     "API_VERSION",
     "DEVICE_CPU",
     "DEVICE_CUDA",
     "DTYPE_CODES",
+    "REDUCESCATTER_OPS",
     "Adasum",
     "Average",
     "CollectiveMismatchError",
@@ -236,6 +244,7 @@ __all__ = [
     "Product",
     "Sum",
     "TensorAdapter",
+    "UnsupportedOperationError",
     "add_process_set",
     "allgather_object",
     "auto_name",
@@ -243,6 +252,7 @@ __all__ = [
     "broadcast_object",
     "ccl_built",
     "check_gradient_options",
+    "check_reduce_op",
     "combine",
     "cross_rank",
     "cross_size",

@@ -13,6 +13,7 @@ import numpy as np
 
 from horovod.common import dtypes
 from horovod.common.collectives import (  # noqa: F401  (re-exported API)
+    _NO_GROUP,
     Adasum,
     Average,
     Collectives,
@@ -26,10 +27,32 @@ from horovod.common.collectives import (  # noqa: F401  (re-exported API)
     poll,
     synchronize,
 )
+from horovod.common.exceptions import UnsupportedOperationError
 from horovod.common.process_sets import ProcessSet, global_process_set
 
 if TYPE_CHECKING:
     from horovod.common._core import Handle
+
+# The reductions this release runs, by collective. The engine refuses the others too, with a plain
+# ValueError; checking first raises UnsupportedOperationError instead (also a RuntimeError, which is
+# what Horovod raised for them).
+ALLREDUCE_OPS = (Average, Sum, Min, Max, Product)
+REDUCESCATTER_OPS = (Average, Sum)
+_OP_NAMES = {Average: "Average", Sum: "Sum", Adasum: "Adasum", Min: "Min", Max: "Max", Product: "Product"}
+
+
+def check_reduce_op(op: int, what: str, supported: Sequence[int] = ALLREDUCE_OPS) -> None:
+    """Raises UnsupportedOperationError unless ``op`` is one of ``supported`` (default: every op
+    allreduce runs); ``what`` names the operation in the message."""
+    if op not in supported:  # (the fast path: every allreduce a framework submits passes here)
+        raise UnsupportedOperationError(_unsupported_message(op, what, supported))
+
+
+def _unsupported_message(op: int, what: str, supported: Sequence[int]) -> str:
+    if op == Adasum:
+        return f"op=hvd.Adasum is not supported by hvd yet ({what}); use hvd.Average or hvd.Sum"
+    choices = " and ".join(f"op={_OP_NAMES[o]}" for o in supported)
+    return f"{what} supports {choices}, got op={_OP_NAMES.get(op, op)}"
 
 
 class NumpyAdapter:
@@ -60,7 +83,41 @@ class NumpyAdapter:
         return target
 
 
-_numpy = Collectives(NumpyAdapter())
+class _CheckedCollectives(Collectives):
+    """Collectives that refuse an unsupported reduction before submitting it (check_reduce_op).
+    Every allreduce goes through submit_allreduce, every reducescatter through reducescatter_async."""
+
+    def submit_allreduce(
+        self,
+        tensor: Any,
+        name: str | None,
+        op: int,
+        prescale_factor: float = 1.0,
+        postscale_factor: float = 1.0,
+        process_set: ProcessSet = global_process_set,
+        inplace: bool = False,
+        group: tuple[int, int] = _NO_GROUP,
+    ) -> int:
+        check_reduce_op(op, "allreduce")
+        return super().submit_allreduce(
+            tensor, name, op, prescale_factor, postscale_factor, process_set, inplace, group
+        )
+
+    def reducescatter_async(
+        self,
+        tensor: Any,
+        name: str | None = None,
+        op: int = Average,
+        process_set: ProcessSet = global_process_set,
+        prescale_factor: float = 1.0,
+        postscale_factor: float = 1.0,
+        group: tuple[int, int] = _NO_GROUP,
+    ) -> int:
+        check_reduce_op(op, "reducescatter", REDUCESCATTER_OPS)
+        return super().reducescatter_async(tensor, name, op, process_set, prescale_factor, postscale_factor, group)
+
+
+_numpy = _CheckedCollectives(NumpyAdapter())
 
 allreduce_async = _numpy.allreduce_async
 grouped_allreduce_async = _numpy.grouped_allreduce_async

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from horovod.torch.mpi_ops import ProcessSet as ProcessSet
     from horovod.torch.mpi_ops import Product as Product
     from horovod.torch.mpi_ops import Sum as Sum
+    from horovod.torch.mpi_ops import UnsupportedOperationError as UnsupportedOperationError
     from horovod.torch.mpi_ops import add_process_set as add_process_set
     from horovod.torch.mpi_ops import allgather as allgather
     from horovod.torch.mpi_ops import allgather_async as allgather_async
@@ -93,7 +94,7 @@ _EXPORTS = {
         # reduction ops, process sets, errors
         "Average Sum Adasum Min Max Product handle_average_backwards_compatibility "
         "ProcessSet global_process_set add_process_set remove_process_set "
-        "HorovodInternalError HostsUpdatedInterrupt CollectiveMismatchError "
+        "HorovodInternalError HostsUpdatedInterrupt CollectiveMismatchError UnsupportedOperationError "
         # collectives
         "allreduce allreduce_ allreduce_async allreduce_async_ grouped_allreduce grouped_allreduce_ "
         "grouped_allreduce_async grouped_allreduce_async_ sparse_allreduce_async allgather allgather_async "

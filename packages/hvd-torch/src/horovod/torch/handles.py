@@ -12,7 +12,24 @@ from typing import Any
 
 from horovod.common.framework_api import combine, poll, synchronize
 
-__all__ = ["poll", "register", "single", "synchronize"]
+__all__ = ["CallableHandle", "poll", "register", "single", "synchronize"]
+
+
+class CallableHandle(int):
+    """A handle that is also called to wait for its result: ``handle()`` is ``synchronize(handle)``.
+
+    Horovod's ``sparse_allreduce_async`` returns a function that code calls (its
+    ``DistributedOptimizer`` tells the two kinds apart with ``callable(handle)``); being an int
+    as well, this one also goes to ``poll`` and ``synchronize`` like every other handle.
+    """
+
+    __slots__ = ()
+
+    def __call__(self) -> Any:
+        return synchronize(self)
+
+    def __repr__(self) -> str:
+        return f"CallableHandle({int(self)})"
 
 
 def register(parts: Sequence[int], finish: Callable[[list[Any]], Any]) -> int:

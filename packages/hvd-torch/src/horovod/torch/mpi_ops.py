@@ -3,13 +3,15 @@
 Every collective is implemented once, in :mod:`horovod.common.collectives`; this module binds it to
 torch tensors (:class:`~horovod.torch.adapter.TorchAdapter`) and gives it Horovod's torch API:
 
-- ``*_async`` return an integer handle for :func:`poll` / :func:`synchronize`;
+- ``*_async`` return an integer handle for :func:`poll` / :func:`synchronize`
+  (``sparse_allreduce_async``'s can also be called, as Horovod's is);
 - ``*_`` forms write the result into the input tensor;
-- the synchronous forms are differentiable (``torch.autograd.Function``) with Horovod's gradients:
-  allreduce -> allreduce with the same op and scale factors; allgather -> Average allreduce of the
-  gradient, then this rank's rows; broadcast -> Average allreduce of the gradient kept on the root,
-  zeros elsewhere; alltoall -> alltoall back with the received splits; reducescatter -> allgather
-  of the gradient, scaled as the op (1/size for Average, times the scale factors).
+- the synchronous forms are differentiable (``torch.autograd.Function``) with Horovod's gradients,
+  which are not all the local derivatives: allreduce -> allreduce with the same op and scale
+  factors; allgather -> Average allreduce of the gradient, then this rank's rows; broadcast ->
+  Average allreduce of the gradient, times 0 except on the root; alltoall -> alltoall back with the
+  received splits; reducescatter -> allgather of the gradient times the set's size for Sum (not for
+  Average), times the pre- and postscale factors.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from horovod.common.framework_api import (  # (Horovod's torch API re-exports th
     ProcessSet,
     Product,
     Sum,
+    UnsupportedOperationError,
     add_process_set,
     ccl_built,
     cross_rank,
@@ -74,6 +77,7 @@ __all__ = [
     "ProcessSet",
     "Product",
     "Sum",
+    "UnsupportedOperationError",
     "add_process_set",
     "allgather",
     "allgather_async",
@@ -133,9 +137,12 @@ _ops = Collectives(TorchAdapter())
 
 
 def _resolve_op(op: int | None, average: bool | None) -> int:
-    # Called directly by each public function, so that the deprecation warning for `average=`
-    # (stacklevel 4 in hvd-core) points at the user's call.
-    return handle_average_backwards_compatibility(op, average)
+    # Called directly by each public allreduce function, so that the deprecation warning for
+    # `average=` (stacklevel 4 in hvd-core) points at the user's call; an op allreduce does not run
+    # (Adasum) is refused here, before anything is submitted.
+    resolved = handle_average_backwards_compatibility(op, average)
+    api.check_reduce_op(resolved, "allreduce")
+    return resolved
 
 
 # --- allreduce --------------------------------------------------------------------------------------
@@ -308,16 +315,16 @@ def grouped_allreduce_(
 
 def sparse_allreduce_async(
     tensor: torch.Tensor, name: str | None, op: int, process_set: ProcessSet = global_process_set
-) -> int:
+) -> handles.CallableHandle:
     """Starts reducing a sparse COO tensor: its indices and values are allgathered (Sum or Average).
 
-    :func:`synchronize` returns a sparse tensor holding every rank's entries (duplicates not yet
+    Returns a handle that is called, as Horovod's is (``handle()``), or given to :func:`synchronize`
+    (and :func:`poll`), to get a sparse tensor holding every rank's entries (duplicates not yet
     summed: call ``.coalesce()`` to sum them), values divided by the set's size for Average.
     """
     if not tensor.is_sparse:
         raise ValueError("sparse_allreduce_async needs a sparse COO tensor; use allreduce_async for dense tensors")
-    if op not in (Average, Sum):
-        raise ValueError("sparse_allreduce_async supports op=Average and op=Sum")
+    api.check_reduce_op(op, "sparse_allreduce_async", (Average, Sum))
     name = name or api.auto_name("sparse_allreduce")
     # Allgather concatenates along the first dimension: send indices as (nnz, sparse_dims).
     indices = _ops.allgather_async(tensor._indices().t().contiguous(), name=f"{name}.indices", process_set=process_set)
@@ -333,7 +340,7 @@ def sparse_allreduce_async(
         # Every rank's indices were valid for this shape: no invariant check needed.
         return torch.sparse_coo_tensor(gathered_indices.t(), gathered_values, shape, check_invariants=False)
 
-    return handles.register([indices, values], finish)
+    return handles.CallableHandle(handles.register([indices, values], finish))
 
 
 # --- allgather --------------------------------------------------------------------------------------
@@ -448,6 +455,7 @@ def reducescatter_async(
 ) -> int:
     """Starts reducing over ranks (Average or Sum) and scattering the first dimension: each rank
     gets its slice (the first ``rows % size`` ranks one row more)."""
+    api.check_reduce_op(op, "reducescatter", api.REDUCESCATTER_OPS)
     return handles.single(
         _ops.reducescatter_async(
             tensor,
@@ -484,6 +492,7 @@ def grouped_reducescatter_async(
     postscale_factor: float = 1.0,
 ) -> int:
     """Starts a reducescatter of a list of tensors as one unit; :func:`synchronize` returns the list."""
+    api.check_reduce_op(op, "grouped_reducescatter", api.REDUCESCATTER_OPS)
     parts = _ops.grouped_reducescatter_async(
         list(tensors),
         name=name,
@@ -527,9 +536,10 @@ def synchronize(handle: int) -> Any:
 
 
 def join(device: int = -1) -> int:
-    """Declares that this rank has no more data: until every rank has joined, it takes part in the
-    others' allreduces with zeros. Blocks until all ranks joined; returns the rank that joined last.
-    (``device`` is accepted for Horovod compatibility.)"""
+    """Declares that this rank has no more data: until every rank has joined, the others'
+    collectives complete without it (Sum and Average allreduces as if it gave zeros; the package
+    README says what it contributes to each collective). Blocks until all ranks joined; returns the
+    rank that joined last. (``device`` is accepted for Horovod compatibility.)"""
     return api.join(device)
 
 
@@ -702,7 +712,9 @@ class _Broadcast(torch.autograd.Function):
     def backward(ctx: Any, grad_output: torch.Tensor) -> _Grads:
         reduced = allreduce(grad_output, op=Average, process_set=ctx.process_set)
         if api.rank() != ctx.root_rank:  # a global rank, as Horovod's root_rank is
-            reduced = torch.zeros_like(reduced)
+            # Times 0 (Horovod's definition), not zeros: a non-finite gradient on any rank makes
+            # every rank's gradient NaN, so that all ranks see it (e.g. to skip the step alike).
+            reduced = reduced * 0
         return reduced, None, None, None
 
 
@@ -733,11 +745,20 @@ class _Alltoall(torch.autograd.Function):
         return grad, None, None, None
 
 
-def _reducescatter_grad_scale(
+def _reducescatter_grad_factors(
     op: int, process_set: ProcessSet, prescale_factor: float, postscale_factor: float
-) -> float:
-    scale = prescale_factor * postscale_factor
-    return scale / api.set_size(process_set) if op == Average else scale
+) -> tuple[float, ...]:
+    """What a reducescatter's backward multiplies the incoming gradient by before allgathering it,
+    in order: Horovod's definition, the set's size for Sum (not for Average), then each scale factor
+    that is not 1. (Applied one by one, as Horovod does, the results are the same to the bit.)"""
+    factors = (float(api.set_size(process_set)) if op == Sum else 1.0, prescale_factor, postscale_factor)
+    return tuple(f for f in factors if f != 1.0)
+
+
+def _scaled(grad: torch.Tensor, factors: tuple[float, ...]) -> torch.Tensor:
+    for factor in factors:
+        grad = grad * factor
+    return grad
 
 
 class _Reducescatter(torch.autograd.Function):
@@ -765,7 +786,7 @@ class _Reducescatter(torch.autograd.Function):
         postscale_factor: float,
     ) -> torch.Tensor:
         ctx.process_set = process_set
-        ctx.scale = _reducescatter_grad_scale(op, process_set, prescale_factor, postscale_factor)
+        ctx.factors = _reducescatter_grad_factors(op, process_set, prescale_factor, postscale_factor)
         reduced: torch.Tensor = synchronize(
             reducescatter_async(tensor, name, op, process_set, prescale_factor, postscale_factor)
         )
@@ -773,9 +794,7 @@ class _Reducescatter(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad_output: torch.Tensor) -> _Grads:
-        grad = allgather(grad_output, process_set=ctx.process_set)
-        if ctx.scale != 1.0:
-            grad = grad * ctx.scale
+        grad = allgather(_scaled(grad_output, ctx.factors), process_set=ctx.process_set)
         return grad, None, None, None, None, None
 
 
@@ -804,13 +823,11 @@ class _GroupedReducescatter(torch.autograd.Function):
         *tensors: torch.Tensor,
     ) -> tuple[torch.Tensor, ...]:
         ctx.process_set = process_set
-        ctx.scale = _reducescatter_grad_scale(op, process_set, prescale_factor, postscale_factor)
+        ctx.factors = _reducescatter_grad_factors(op, process_set, prescale_factor, postscale_factor)
         handle = grouped_reducescatter_async(tensors, name, op, process_set, prescale_factor, postscale_factor)
         return tuple(synchronize(handle))
 
     @staticmethod
     def backward(ctx: Any, *grad_outputs: torch.Tensor) -> _Grads:
-        grads = grouped_allgather(list(grad_outputs), process_set=ctx.process_set)
-        if ctx.scale != 1.0:
-            grads = [g * ctx.scale for g in grads]
+        grads = grouped_allgather([_scaled(g, ctx.factors) for g in grad_outputs], process_set=ctx.process_set)
         return (None, None, None, None, None, *grads)

@@ -22,6 +22,7 @@ from horovod.torch.compression import Compression, CompressorLike
 from horovod.torch.mpi_ops import (
     Adasum,
     Average,
+    UnsupportedOperationError,
     allreduce_async_,
     grouped_allreduce_async_,
     size,
@@ -409,7 +410,7 @@ def DistributedOptimizer(
         if groups is None:
             groups = num_groups
     if op == Adasum and size() > 1:
-        raise NotImplementedError("op=hvd.Adasum is not supported by hvd yet; use op=hvd.Average")
+        raise UnsupportedOperationError("op=hvd.Adasum is not supported by hvd yet; use op=hvd.Average")
     cls = type(optimizer.__class__.__name__, (_DistributedOptimizer, optimizer.__class__), {})
     wrapped: torch.optim.Optimizer = cls(
         optimizer.param_groups,
