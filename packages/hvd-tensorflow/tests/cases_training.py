@@ -210,6 +210,14 @@ def case_partial_tape_and_options() -> None:
         assert "Adasum" in str(error), error
     else:
         raise AssertionError("op=hvd.Adasum was accepted")
+    # Refused before anything is submitted, as a ValueError and as a RuntimeError alike.
+    for caught in (ValueError, RuntimeError):
+        try:
+            hvd.reducescatter(tf.ones([n]), op=hvd.Min, name="refused.rs")
+        except caught as error:
+            assert "reducescatter supports" in str(error) and "got op=Min" in str(error), error
+        else:
+            raise AssertionError("a reducescatter with op=hvd.Min was accepted")
     fp16 = hvd.allreduce(tf.constant([1.0, 2.0]), op=hvd.Sum, compression=hvd.Compression.fp16, name="fp16")
     assert fp16.dtype == tf.float32 and fp16.numpy().tolist() == [n, 2.0 * n], fp16
 

@@ -20,7 +20,6 @@ import tensorflow as tf
 
 from horovod.common import framework_api as api
 from horovod.common.framework_api import (
-    Adasum,
     Average,
     Collectives,
     ProcessSet,
@@ -60,9 +59,11 @@ def step_name(prefix: str) -> str:
     return api.auto_name(prefix) if bridge.in_graph() else prefix
 
 
-def check_op(op: int, what: str) -> None:
-    if op == Adasum:
-        raise NotImplementedError(f"op=hvd.Adasum is not supported by hvd yet ({what}); use hvd.Average or hvd.Sum")
+def check_op(op: int, what: str, supported: Sequence[int] = api.ALLREDUCE_OPS) -> None:
+    """Refuses, before anything is submitted, a reduction hvd does not run (Adasum; Min, Max or
+    Product for a reducescatter) with hvd-core's UnsupportedOperationError: a ValueError and a
+    RuntimeError, as scripts written for either catch it."""
+    api.check_reduce_op(op, what, supported)
 
 
 def _leading_unknown(shape: tf.TensorShape) -> tf.TensorShape | None:
@@ -413,6 +414,7 @@ def reducescatter_tensors(
     process_set: ProcessSet,
     group: bool,
 ) -> list[tf.Tensor]:
+    check_op(op, "grouped_reducescatter" if group else "reducescatter", api.REDUCESCATTER_OPS)
     # A group is named once (hvd-core names its members); single tensors each by their own name.
     names = [name] if group or len(tensors) == 1 else [f"{name}.{i}" for i in range(len(tensors))]
 
