@@ -102,7 +102,7 @@ def test_every_horovod_flag_parses(flag: str) -> None:
 
 def test_command_keeps_its_own_flags() -> None:
     ns = cli.parse(["-np", "2", "python", "train.py", "-np", "7", "--verbose"])
-    assert ns.np == 2 and ns.verbose is None
+    assert ns.num_proc == 2 and ns.verbose is None
     assert ns.command == ["python", "train.py", "-np", "7", "--verbose"]
 
 

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -189,7 +190,11 @@ def test_processes_on_a_host(cluster: NetnsCluster) -> None:
     assert cluster.processes(h1) == []
     proc = subprocess.Popen(cluster.command(h1, ["sleep", "60"]))
     try:
-        assert cluster.processes(h1) == [proc.pid]  # `ip netns exec` becomes the command
+        # `ip netns exec` enters the namespace, then becomes the command: wait until it has entered.
+        deadline = time.monotonic() + 10
+        while cluster.processes(h1) != [proc.pid] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert cluster.processes(h1) == [proc.pid]
         assert cluster.processes(cluster.hosts[0]) == []
     finally:
         proc.kill()

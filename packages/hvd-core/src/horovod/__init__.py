@@ -12,7 +12,14 @@ from typing import Any
 
 __path__ = pkgutil.extend_path(__path__, __name__)
 
-from horovod.common.version import __version__ as __version__
+from horovod.common.version import HOROVOD_API_VERSION as _API
+from horovod.common.version import __version__ as _HVD_CORE_VERSION
+
+#: What Horovod scripts compare against: the Horovod API level hvd implements, with hvd-core's own
+#: version as the local label (``0.28.1+hvd.0.1.0``), so a gate such as
+#: ``horovod.__version__ >= "0.21"`` (a string or a ``packaging.version`` comparison) takes the branch
+#: it takes under that Horovod release. hvd-core's version alone is ``horovod.common.__version__``.
+__version__ = f"{_API}+hvd.{_HVD_CORE_VERSION}"
 
 
 def __getattr__(name: str) -> Any:

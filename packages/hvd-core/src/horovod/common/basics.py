@@ -6,12 +6,15 @@ in earlier releases.
 
 from __future__ import annotations
 
-from horovod.common import state
+from typing import Any
+
+from horovod.common import state, util
 from horovod.common.lifecycle import init, shutdown
 from horovod.common.plugins import get_plugin_manager
 from horovod.common.state import is_initialized
 
 __all__ = [
+    "HorovodBasics",
     "ccl_built",
     "cross_rank",
     "cross_size",
@@ -76,39 +79,36 @@ def stop_timeline() -> None:
     state.context().engine.stop_timeline()
 
 
-# What is built and what is enabled, answered from the registered plugins and the running engine.
-def _registered(name: str) -> bool:
-    return name in get_plugin_manager().backends()
-
-
+# What is built: answered from the registered plugins (horovod.common.util says why, with verbose=True).
 def mpi_built() -> bool:
-    return _registered("mpi")
+    return util.mpi_built()
 
 
 def gloo_built() -> bool:
-    return _registered("gloo")
+    return util.gloo_built()
 
 
 def nccl_built() -> bool:
-    return _registered("nccl")
+    return util.nccl_built()
 
 
 def cuda_built() -> bool:
-    return any("cuda" in spec.device_kinds for spec in get_plugin_manager().backends().values())
+    return util.cuda_built()
 
 
 def ddl_built() -> bool:
-    return False  # IBM DDL is not supported by hvd
+    return util.ddl_built()
 
 
 def ccl_built() -> bool:
-    return False  # oneCCL is not supported by hvd
+    return util.ccl_built()
 
 
 def rocm_built() -> bool:
-    return False  # no ROCm backend exists for hvd yet
+    return util.rocm_built()
 
 
+# What is enabled: answered from the running engine.
 def mpi_enabled() -> bool:
     return state.running_backend() == "mpi"
 
@@ -125,3 +125,91 @@ def mpi_threads_supported() -> bool:
         return False
     # The backend's own package answers through its spec: hvd-core names no backend package.
     return get_plugin_manager().backend(backend).threads_supported()
+
+
+class HorovodBasics:
+    """Horovod's class holding the basic API as methods (``init``, ``size``, ``rank``...).
+
+    Horovod made one per framework from that framework's compiled extension; hvd has one engine for
+    every framework, so each method is this module's function of the same name. The constructor's
+    arguments named the extension file (``HorovodBasics(__file__, "mpi_lib")``); they are accepted
+    and not used. ``Average``, ``Sum``, ``Adasum``, ``Min``, ``Max`` and ``Product`` are the
+    reduction ops, as on Horovod's instances.
+    """
+
+    def __init__(self, pkg_path: str | None = None, *args: str) -> None:
+        del pkg_path, args  # Horovod's extension file: hvd has none per framework
+
+    def __getattr__(self, name: str) -> Any:
+        # The reduction ops come from the collectives, which load the native engine: only when asked.
+        if name in ("Average", "Sum", "Adasum", "Min", "Max", "Product"):
+            from horovod.common import collectives
+
+            return getattr(collectives, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def init(self, comm: Any = None, process_sets: Any = None) -> None:
+        init(comm, process_sets)
+
+    def shutdown(self) -> None:
+        shutdown()
+
+    def is_initialized(self) -> bool:
+        return is_initialized()
+
+    def start_timeline(self, file_path: str, mark_cycles: bool = False) -> None:
+        start_timeline(file_path, mark_cycles)
+
+    def stop_timeline(self) -> None:
+        stop_timeline()
+
+    def size(self) -> int:
+        return size()
+
+    def local_size(self) -> int:
+        return local_size()
+
+    def cross_size(self) -> int:
+        return cross_size()
+
+    def rank(self) -> int:
+        return rank()
+
+    def local_rank(self) -> int:
+        return local_rank()
+
+    def cross_rank(self) -> int:
+        return cross_rank()
+
+    def is_homogeneous(self) -> bool:
+        return is_homogeneous()
+
+    def mpi_threads_supported(self) -> bool:
+        return mpi_threads_supported()
+
+    def mpi_enabled(self) -> bool:
+        return mpi_enabled()
+
+    def mpi_built(self) -> bool:
+        return mpi_built()
+
+    def gloo_enabled(self) -> bool:
+        return gloo_enabled()
+
+    def gloo_built(self) -> bool:
+        return gloo_built()
+
+    def nccl_built(self) -> bool:
+        return nccl_built()
+
+    def ddl_built(self) -> bool:
+        return ddl_built()
+
+    def ccl_built(self) -> bool:
+        return ccl_built()
+
+    def cuda_built(self) -> bool:
+        return cuda_built()
+
+    def rocm_built(self) -> bool:
+        return rocm_built()

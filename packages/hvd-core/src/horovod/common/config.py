@@ -9,35 +9,106 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from horovod.common.world import ExternalWorld, Launch, Topology
 
 __all__ = [
+    "INACTIVE_KNOBS",
     "LOG_LEVELS",
     "ExternalWorld",  # defined in horovod.common.world; importable from here as before
     "Launch",
     "Topology",
     "engine_config",
     "failure_report_key",
+    "inactive_knobs_set",
     "requested_backend",
     "topology_from_env",
+    "warn_inactive_knobs",
 ]
 
 _log = logging.getLogger("horovod")
 
 LOG_LEVELS = {"trace": 0, "debug": 1, "info": 2, "warning": 3, "error": 4, "fatal": 5}
 
-# Knobs of Horovod that belong to features this release does not have yet: accepted, but a
-# warning says they have no effect, so nobody believes they are tuning something.
-_NOT_YET = (
-    "HOROVOD_AUTOTUNE",
-    "HOROVOD_HIERARCHICAL_ALLGATHER",
-    "HOROVOD_ADASUM_MPI_CHUNK_SIZE",
-    "HOROVOD_THREAD_AFFINITY",
-    "HOROVOD_DISABLE_GROUP_FUSION",
-)
+
+class Inactive(NamedTuple):
+    """Why a Horovod knob has no effect in hvd."""
+
+    why: str
+    #: A switch: only a true value asks for something (off is what hvd does anyway), so only it warns.
+    switch: bool = False
+
+
+_NO_AUTOTUNE = "hvd has no autotuning yet (the tunables keep the values given, or Horovod's defaults)"
+_NO_GPU = "hvd has no GPU path yet"
+
+#: Horovod's knobs that hvd accepts but does not act on, with why: the one list of them. Each one
+#: that is set is named in a single warning (by rank 0, once per process), so nobody believes they
+#: are tuning something. A knob leaves this table when it is implemented, as
+#: HOROVOD_HIERARCHICAL_ALLREDUCE did; a request hvd already satisfies (HOROVOD_DISABLE_NVTX_RANGES:
+#: hvd marks no NVTX ranges) is not listed.
+INACTIVE_KNOBS: dict[str, Inactive] = {
+    "HOROVOD_AUTOTUNE": Inactive(_NO_AUTOTUNE, switch=True),
+    "HOROVOD_AUTOTUNE_LOG": Inactive(_NO_AUTOTUNE),
+    "HOROVOD_AUTOTUNE_WARMUP_SAMPLES": Inactive(_NO_AUTOTUNE),
+    "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE": Inactive(_NO_AUTOTUNE),
+    "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": Inactive(_NO_AUTOTUNE),
+    "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE": Inactive(_NO_AUTOTUNE),
+    "HOROVOD_HIERARCHICAL_ALLGATHER": Inactive(
+        "hvd's allgather is not hierarchical yet (HOROVOD_HIERARCHICAL_ALLREDUCE is implemented)", switch=True
+    ),
+    "HOROVOD_TORUS_ALLREDUCE": Inactive(
+        f"torus allreduce is Horovod's NCCL algorithm for GPUs, and {_NO_GPU} "
+        "(HOROVOD_HIERARCHICAL_ALLREDUCE is implemented)",
+        switch=True,
+    ),
+    "HOROVOD_ADASUM_MPI_CHUNK_SIZE": Inactive("hvd has no Adasum yet"),
+    "HOROVOD_THREAD_AFFINITY": Inactive("hvd does not pin its background thread to cores yet"),
+    "HOROVOD_CCL_BGT_AFFINITY": Inactive("hvd has no oneCCL backend, and does not pin its background thread yet"),
+    "HOROVOD_CCL_CACHE": Inactive("hvd has no oneCCL backend", switch=True),
+    "HOROVOD_DISABLE_GROUP_FUSION": Inactive(
+        "hvd does not implement keeping grouped operations out of fusion yet", switch=True
+    ),
+    "HOROVOD_NUM_NCCL_STREAMS": Inactive(f"hvd has no NCCL backend yet ({_NO_GPU})"),
+    "HOROVOD_BATCH_D2D_MEMCOPIES": Inactive(f"it batches GPU memory copies, and {_NO_GPU}", switch=True),
+    "HOROVOD_ENABLE_ASYNC_COMPLETION": Inactive(
+        f"it completes GPU operations asynchronously, and {_NO_GPU}", switch=True
+    ),
+    "HOROVOD_ENABLE_XLA_OPS": Inactive("hvd's TensorFlow ops have no XLA implementation yet", switch=True),
+}
+
+_OFF = ("", "0", "false", "no", "off")
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def inactive_knobs_set(env: Mapping[str, str]) -> list[str]:
+    """The knobs of :data:`INACTIVE_KNOBS` that ``env`` asks for, in the table's order."""
+    asked = []
+    for name, knob in INACTIVE_KNOBS.items():
+        value = env.get(name, "").strip()
+        if value and not (knob.switch and value.lower() in _OFF):
+            asked.append(name)
+    return asked
+
+
+def warn_inactive_knobs(env: Mapping[str, str], *, rank: int) -> None:
+    """Warns, naming it and saying why, for each knob ``env`` asks for that hvd does not act on.
+
+    Only rank 0 warns (a launcher gives every rank the same knobs), and each knob once per process
+    (not again at each ``init()`` after ``shutdown()``).
+    """
+    if rank != 0:
+        return
+    for name in inactive_knobs_set(env):
+        with _warned_lock:
+            if name in _warned:
+                continue
+            _warned.add(name)
+        _log.warning("%s is set, but it has no effect: %s", name, INACTIVE_KNOBS[name].why)
 
 
 def _int(env: Mapping[str, str], key: str, default: int, minimum: int | None = None) -> int:
@@ -146,9 +217,7 @@ def engine_config(
             config.hierarchical_allreduce = True
             config.host_key = host_key(env)
             config.local_rank = local_rank
-    for key in _NOT_YET:
-        if env.get(key, "").strip() not in ("", "0"):
-            _log.warning("%s is set, but this release of hvd does not implement it yet; it has no effect", key)
+    warn_inactive_knobs(env, rank=rank)
     return config
 
 

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
+# Horovod's names for a framework whose version differs from the one it was built with (hvd builds
+# against no framework, so it never raises it; scripts import it from here).
+from horovod.common.version_check import HorovodVersionMismatchError as HorovodVersionMismatchError
+from horovod.common.version_check import get_version_mismatch_message as get_version_mismatch_message
+
 
 class HorovodInternalError(RuntimeError):
     """Communication failed: a peer was lost, a backend call failed, or the engine stopped.

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from horovod.runner import settings as settings_mod
@@ -23,15 +23,34 @@ def _log(message: str) -> None:
     print(f"horovod.run: {message}", file=sys.stderr, flush=True)
 
 
+def _one_of(new_name: str, new: Any, old_name: str, old: Any) -> Any:
+    """The value of a parameter Horovod renamed, given under either name (both: a UsageError)."""
+    if old is None:
+        return new
+    if new is not None:
+        raise UsageError(
+            f"horovod.run: {new_name}={new!r} and {old_name}={old!r} are the same parameter; give only {new_name}"
+        )
+    return old
+
+
+def _nics(name: str, value: str | Sequence[str]) -> list[str]:
+    names = value.split(",") if isinstance(value, str) else list(value)
+    if not all(isinstance(n, str) for n in names):
+        raise UsageError(f"horovod.run: {name} must be interface names, comma-separated or a list; got {value!r}")
+    return [n.strip() for n in names if n.strip()]
+
+
 def run(
     func: Callable[..., Any],
     args: tuple[Any, ...] = (),
     kwargs: Mapping[str, Any] | None = None,
-    np: int = 1,
-    min_np: int | None = None,
-    max_np: int | None = None,
+    num_proc: int | None = None,
+    min_num_proc: int | None = None,
+    max_num_proc: int | None = None,
     slots: int | None = None,
     reset_limit: int | None = None,
+    cooldown_range: tuple[int, int] | None = None,
     hosts: str | None = None,
     hostfile: str | None = None,
     start_timeout: int | None = None,
@@ -45,33 +64,63 @@ def run(
     mpi_args: str | None = None,
     network_interface: str | None = None,
     executable: str | None = None,
+    np: int | None = None,
+    min_np: int | None = None,
+    max_np: int | None = None,
+    *,
+    host_discovery_script: str | None = None,
+    network_interfaces: str | Sequence[str] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> list[Any]:
-    """Runs ``func(*args, **kwargs)`` on ``np`` ranks; returns the return values, ordered by rank.
+    """Runs ``func(*args, **kwargs)`` on ``num_proc`` ranks (default 1); returns the return values,
+    ordered by rank.
 
-    Arguments are those of Horovod's ``horovod.run``. ``env`` adds variables to the ranks'
-    environment (on top of this process's). ``executable`` is the Python interpreter of the ranks
-    (default: this one). Raises ``RuntimeError`` naming the first rank that failed, with its
-    traceback; ``ValueError`` for bad arguments, and for elastic (``min_np``, ``max_np``, ``slots``,
-    ``reset_limit``) and MPI (``use_mpi``, ``mpi_args``) runs, not supported yet.
+    The parameters are Horovod 0.28's, in its order (positional callers pass the same values):
+    ``np``, ``min_np`` and ``max_np`` are its older names of ``num_proc``, ``min_num_proc`` and
+    ``max_num_proc``, accepted without a warning (Horovod 0.28 marks them deprecated, and scripts and
+    hvd's own test kits still use them); giving both names of one parameter is a ``ValueError``.
+    Keyword-only additions: ``host_discovery_script`` (horovodrun's flag), ``network_interfaces``
+    (``network_interface`` by horovodrun's other name: a comma-separated string or a list), and
+    ``env``, variables added to the ranks' environment (on top of this process's). ``executable`` is
+    the ranks' Python interpreter (default: this one).
+
+    Raises ``RuntimeError`` naming the first rank that failed, with its traceback; ``ValueError``
+    for bad arguments, and for elastic runs (``min_num_proc``, ``max_num_proc``, ``slots``,
+    ``reset_limit``, ``cooldown_range``, ``host_discovery_script``) and MPI ones (``use_mpi``,
+    ``mpi_args``), not supported yet.
     """
     if not callable(func):
         raise TypeError(f"horovod.run: func must be callable, got {type(func).__name__}")
-    if isinstance(np, bool) or not isinstance(np, int) or np < 1:
-        raise UsageError(f"horovod.run: np={np!r} must be a positive integer")
+    num_proc = _one_of("num_proc", num_proc, "np", np)
+    min_num_proc = _one_of("min_num_proc", min_num_proc, "min_np", min_np)
+    max_num_proc = _one_of("max_num_proc", max_num_proc, "max_np", max_np)
+    if network_interface is not None and network_interfaces is not None:
+        raise UsageError("horovod.run: network_interface and network_interfaces are the same parameter; give only one")
+    given_as = "num_proc" if np is None else "np"
+    if num_proc is None:
+        num_proc = 1
+    if isinstance(num_proc, bool) or not isinstance(num_proc, int) or num_proc < 1:
+        raise UsageError(f"horovod.run: {given_as}={num_proc!r} must be a positive integer")
+    if hosts is not None and hostfile is not None:
+        raise UsageError("horovod.run: give hosts or hostfile, not both")
+    if use_gloo and use_mpi:
+        raise UsageError("horovod.run: use_gloo and use_mpi cannot both be set")
     if env is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
         raise UsageError("horovod.run: env must map strings to strings")
 
     ns = settings_mod.empty_namespace()
-    ns.np = np
-    ns.min_np, ns.max_np, ns.slots, ns.reset_limit = min_np, max_np, slots, reset_limit
+    ns.num_proc = num_proc
+    ns.min_num_proc, ns.max_num_proc, ns.slots, ns.reset_limit = min_num_proc, max_num_proc, slots, reset_limit
+    ns.cooldown_range, ns.host_discovery_script = cooldown_range, host_discovery_script
     ns.hosts, ns.hostfile, ns.start_timeout = hosts, hostfile, start_timeout
     ns.ssh_port, ns.ssh_identity_file = ssh_port, ssh_identity_file
     ns.disable_cache = disable_cache or None
     ns.output_filename, ns.verbose = output_filename, verbose
     ns.use_gloo, ns.use_mpi, ns.mpi_args = use_gloo or None, use_mpi or None, mpi_args
-    if network_interface:
-        ns.nics = [n.strip() for n in network_interface.split(",") if n.strip()]
+    if network_interface is not None:
+        ns.nics = _nics("network_interface", network_interface) or None
+    elif network_interfaces is not None:
+        ns.nics = _nics("network_interfaces", network_interfaces) or None
     job_settings = settings_mod.from_namespace(ns)
 
     import cloudpickle

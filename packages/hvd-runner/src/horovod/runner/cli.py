@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -79,6 +80,26 @@ class _VersionAction(argparse.Action):
         parser.exit(0)
 
 
+class _DeprecatedSwitch(argparse.Action):
+    """A switch Horovod kept under an older name: sets ``const``, with Horovod's DeprecationWarning."""
+
+    def __init__(
+        self, option_strings: Sequence[str], dest: str, *, const: bool, replacement: str, **kwargs: Any
+    ) -> None:
+        super().__init__(option_strings, dest, nargs=0, const=const, default=None, **kwargs)
+        self.replacement = replacement
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        warnings.warn(f"{option_string} is deprecated; use {self.replacement}", DeprecationWarning, stacklevel=2)
+        setattr(namespace, self.dest, self.const)
+
+
 def _switch(group: Any, *flags: str, dest: str, value: bool = True, help: str | None = None) -> None:
     group.add_argument(*flags, dest=dest, action="store_const", const=value, default=None, help=help)
 
@@ -93,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-np",
         "--num-proc",
-        dest="np",
+        dest="num_proc",
         type=_positive_int,
         default=None,
         help="Total number of processes (ranks) to start.",
@@ -193,7 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     hier_ag = params.add_mutually_exclusive_group()
     _switch(
-        hier_ag, "--hierarchical-allgather", dest="hierarchical_allgather", help="HOROVOD_HIERARCHICAL_ALLGATHER=1."
+        hier_ag,
+        "--hierarchical-allgather",
+        dest="hierarchical_allgather",
+        help="HOROVOD_HIERARCHICAL_ALLGATHER=1 (no effect yet).",
     )
     _switch(
         hier_ag,
@@ -203,7 +227,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="HOROVOD_HIERARCHICAL_ALLGATHER=0.",
     )
 
-    autotune = parser.add_argument_group("autotune arguments")
+    torus = params.add_mutually_exclusive_group()
+    _switch(torus, "--torus-allreduce", dest="torus_allreduce", help="HOROVOD_TORUS_ALLREDUCE=1 (no effect yet).")
+    _switch(
+        torus,
+        "--no-torus-allreduce",
+        dest="torus_allreduce",
+        value=False,
+        help="HOROVOD_TORUS_ALLREDUCE=0.",
+    )
+
+    autotune = parser.add_argument_group("autotune arguments (no effect yet: hvd has no autotuning)")
     auto_on = autotune.add_mutually_exclusive_group()
     _switch(auto_on, "--autotune", dest="autotune", help="HOROVOD_AUTOTUNE=1.")
     _switch(auto_on, "--no-autotune", dest="autotune", value=False, help=argparse.SUPPRESS)
@@ -241,7 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     elastic.add_argument(
         "--min-np",
         "--min-num-proc",
-        dest="min_np",
+        dest="min_num_proc",
         type=_positive_int,
         default=None,
         help="Minimum number of processes for training to continue.",
@@ -249,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     elastic.add_argument(
         "--max-np",
         "--max-num-proc",
-        dest="max_np",
+        dest="max_num_proc",
         type=_positive_int,
         default=None,
         help="Maximum number of processes.",
@@ -329,14 +363,14 @@ def build_parser() -> argparse.ArgumentParser:
         dest="num_nccl_streams",
         type=_nonnegative_int,
         default=None,
-        help="HOROVOD_NUM_NCCL_STREAMS.",
+        help="HOROVOD_NUM_NCCL_STREAMS (no effect yet: no NCCL backend).",
     )
     library.add_argument(
         "--thread-affinity",
         dest="thread_affinity",
         type=_nonnegative_int,
         default=None,
-        help="HOROVOD_THREAD_AFFINITY.",
+        help="HOROVOD_THREAD_AFFINITY (no effect yet).",
     )
     library.add_argument(
         "--ccl-bgt-affinity", dest="ccl_bgt_affinity", type=_nonnegative_int, default=None, help=argparse.SUPPRESS
@@ -358,9 +392,25 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"HOROVOD_LOG_LEVEL, one of {', '.join(LOG_LEVELS)}.",
     )
     stamps = logging_group.add_mutually_exclusive_group()
-    _switch(stamps, "--log-without-timestamp", dest="log_without_timestamp", help="HOROVOD_LOG_HIDE_TIME=1.")
-    _switch(stamps, "--log-with-timestamp", dest="log_without_timestamp", value=False, help=argparse.SUPPRESS)
-    _switch(stamps, "--log-hide-timestamp", dest="log_without_timestamp", help=argparse.SUPPRESS)
+    _switch(stamps, "--log-without-timestamp", dest="log_with_timestamp", value=False, help="HOROVOD_LOG_HIDE_TIME=1.")
+    _switch(stamps, "--log-with-timestamp", dest="log_with_timestamp", help=argparse.SUPPRESS)
+    # Horovod's older spellings, deprecated there in favour of the two above.
+    stamps.add_argument(
+        "--log-hide-timestamp",
+        dest="log_with_timestamp",
+        action=_DeprecatedSwitch,
+        const=False,
+        replacement="--log-without-timestamp",
+        help=argparse.SUPPRESS,
+    )
+    stamps.add_argument(
+        "--no-log-hide-timestamp",
+        dest="log_with_timestamp",
+        action=_DeprecatedSwitch,
+        const=True,
+        replacement="--log-with-timestamp",
+        help=argparse.SUPPRESS,
+    )
     _switch(
         logging_group,
         "-prefix-timestamp",

@@ -3,7 +3,8 @@
 The layout is Horovod's::
 
     controller: gloo            # or mpi
-    params: {fusion_threshold_mb, cycle_time_ms, cache_capacity, hierarchical_allreduce, hierarchical_allgather}
+    params: {fusion_threshold_mb, cycle_time_ms, cache_capacity, hierarchical_allreduce, hierarchical_allgather,
+             torus_allreduce}
     autotune: {enabled, log_file, warmup_samples, steps_per_sample, bayes_opt_max_samples, gaussian_process_noise}
     timeline: {filename, mark_cycles}
     stall_check: {enabled, warning_time_seconds, shutdown_time_seconds}

@@ -2,6 +2,9 @@
 
 A flag left out (value None) exports nothing, so a variable already in the launcher's environment
 reaches the ranks unchanged; a flag given (or a config-file key) sets the variable for every rank.
+Whether hvd acts on a variable is decided where it is read: hvd-core warns (rank 0, once) for each
+Horovod knob it accepts but does not act on yet, naming it and saying why (autotuning, hierarchical
+allgather, torus allreduce, NCCL streams, thread affinity...).
 """
 
 from __future__ import annotations
@@ -17,6 +20,10 @@ LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL")
 
 def _flag(value: Any) -> str:
     return "1" if value else "0"
+
+
+def _inverted_flag(value: Any) -> str:
+    return "0" if value else "1"
 
 
 def _mb_to_bytes(value: Any) -> str:
@@ -65,6 +72,7 @@ TUNABLES: tuple[Tunable, ...] = (
     Tunable(
         "hierarchical_allgather", "HOROVOD_HIERARCHICAL_ALLGATHER", _flag, bool, ("params", "hierarchical_allgather")
     ),
+    Tunable("torus_allreduce", "HOROVOD_TORUS_ALLREDUCE", _flag, bool, ("params", "torus_allreduce")),
     # autotune
     Tunable("autotune", "HOROVOD_AUTOTUNE", _flag, bool, ("autotune", "enabled")),
     Tunable("autotune_log_file", "HOROVOD_AUTOTUNE_LOG", str, str, ("autotune", "log_file")),
@@ -125,14 +133,7 @@ TUNABLES: tuple[Tunable, ...] = (
     Tunable("tcp_flag", "NCCL_IB_DISABLE", _flag, bool, only_when_true=True),
     # logging
     Tunable("log_level", "HOROVOD_LOG_LEVEL", _level, str, ("logging", "level"), choices=LOG_LEVELS),
-    Tunable(
-        "log_without_timestamp",
-        "HOROVOD_LOG_HIDE_TIME",
-        _flag,
-        bool,
-        ("logging", "with_timestamp"),
-        config_inverted=True,
-    ),
+    Tunable("log_with_timestamp", "HOROVOD_LOG_HIDE_TIME", _inverted_flag, bool, ("logging", "with_timestamp")),
 )
 
 BY_DEST: dict[str, Tunable] = {t.dest: t for t in TUNABLES}

@@ -7,6 +7,7 @@ when interrupted by SIGINT / SIGTERM / SIGHUP (after stopping every rank).
 
 from __future__ import annotations
 
+import argparse
 import faulthandler
 import logging
 import signal
@@ -35,8 +36,49 @@ def _raise_terminated(signum: int, frame: object) -> None:
     raise _Terminated(signum)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """horovodrun's arguments (``sys.argv[1:]`` by default) as Horovod's ``parse_args`` gives them:
+    an ``argparse.Namespace`` with Horovod's attribute names (``num_proc``, ``min_num_proc``,
+    ``log_with_timestamp``..., ``run_func`` and ``executable`` None), ``--config-file`` applied.
+
+    Like Horovod's, it exits: with status 2 and a message on bad input, and with status 0 after
+    printing what ``--check-build`` (or hvd's ``--list-plugins``) asks for.
+    """
     ns = cli.parse(argv)  # exits with status 2 on a malformed flag
+    from horovod.runner import settings
+
+    try:
+        for warning in settings.apply_config_file(ns):
+            _log(f"warning: {warning}")
+    except UsageError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    ns.run_func = None  # Horovod's: horovod.run's function, None for a command line
+    ns.executable = None
+    if ns.check_build or ns.list_plugins:
+        from horovod.common.plugin_api import PluginError
+        from horovod.runner.check_build import check_build_text, list_plugins_text
+
+        try:
+            sys.stdout.write(check_build_text() if ns.check_build else list_plugins_text())
+        except PluginError as error:
+            print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)
+            sys.exit(1)
+        sys.exit(0)
+    return ns
+
+
+def run_commandline() -> None:
+    """Runs horovodrun with ``sys.argv``, as Horovod's function of this name does: returns when
+    every rank succeeded, else exits with the job's status (see :func:`main`)."""
+    status = main()
+    if status != 0:
+        sys.exit(status)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """horovodrun's entry point: runs the job ``argv`` describes and returns its exit status."""
+    ns = parse_args(argv)
     if ns.log_level:
         # The launcher's own logging too (the rendezvous server logs requests at DEBUG; never secrets).
         levels = {"TRACE": logging.DEBUG, "FATAL": logging.CRITICAL}
@@ -45,18 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from horovod.runner import settings
 
     try:
-        if ns.check_build:
-            from horovod.runner.check_build import check_build_text
-
-            sys.stdout.write(check_build_text())
-            return 0
-        if ns.list_plugins:
-            from horovod.runner.check_build import list_plugins_text
-
-            sys.stdout.write(list_plugins_text())
-            return 0
-        for warning in settings.apply_config_file(ns):
-            _log(f"warning: {warning}")
+        _note_inactive_flags(ns)
         command = list(ns.command)
         if command and command[0] == "--":
             command = command[1:]
@@ -107,6 +138,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     return outcome.exit_code
+
+
+def _note_inactive_flags(ns: argparse.Namespace) -> None:
+    """Says so for a flag whose variable nothing installed reads. (The ranks' hvd-core names each
+    ``HOROVOD_*`` knob it does not act on; ``--tcp`` sets NCCL's own variable.)"""
+    if ns.tcp_flag:
+        from horovod.common.plugin_api import get_plugin_manager
+
+        if "nccl" not in get_plugin_manager().backends():
+            _log(
+                "note: --tcp has no effect: it sets NCCL_IB_DISABLE=1, which only NCCL reads, and no NCCL "
+                "backend is installed (hvd's CPU backends use no InfiniBand verbs)"
+            )
 
 
 if __name__ == "__main__":

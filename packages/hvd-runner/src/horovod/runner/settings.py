@@ -19,8 +19,8 @@ DEFAULT_START_TIMEOUT_S = 30
 
 # dest -> how it is named in messages
 _ELASTIC = {
-    "min_np": "--min-np",
-    "max_np": "--max-np",
+    "min_num_proc": "--min-np",
+    "max_num_proc": "--max-np",
     "slots": "--slots-per-host",
     "elastic_timeout": "--elastic-timeout",
     "reset_limit": "--reset-limit",
@@ -113,7 +113,7 @@ def hosts_and_np(ns: argparse.Namespace) -> tuple[list[hosts.Host], int]:
         host_list = hosts.parse_hosts(ns.hosts)
     elif ns.hostfile is not None:
         host_list = hosts.parse_hostfile(ns.hostfile)
-    np = ns.np
+    np = ns.num_proc
     if np is None:
         if host_list is None:
             raise UsageError("-np/--num-proc is required (the number of processes to start)")
