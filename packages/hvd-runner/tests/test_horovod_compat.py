@@ -34,6 +34,7 @@ HOROVOD_RUN_PARAMETERS = [
     "cooldown_range",
     "hosts",
     "hostfile",
+    "host_discovery_script",
     "start_timeout",
     "ssh_port",
     "ssh_identity_file",
@@ -44,6 +45,7 @@ HOROVOD_RUN_PARAMETERS = [
     "use_mpi",
     "mpi_args",
     "network_interface",
+    "network_interfaces",
     "executable",
     "np",
     "min_np",
@@ -132,7 +134,8 @@ def test_run_has_horovods_parameters_in_horovods_order() -> None:
     positional = [p.name for p in parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
     assert positional == HOROVOD_RUN_PARAMETERS
     keyword_only = {p.name for p in parameters.values() if p.kind is p.KEYWORD_ONLY}
-    assert keyword_only == {"host_discovery_script", "network_interfaces", "env"}
+    assert keyword_only == {"env"}
+    assert parameters["num_proc"].default == 1
     assert horovod.run is horovod.runner.run
 
 

@@ -16,10 +16,14 @@ class ProcessSet:
     until it is registered.
     """
 
-    def __init__(self, ranks: Sequence[int]) -> None:
+    def __init__(self, ranks_or_comm: Sequence[int]) -> None:
+        ranks = ranks_or_comm  # Horovod's parameter name: scripts pass it by keyword
         if not isinstance(ranks, (list, tuple, range)):
             if hasattr(ranks, "Get_rank"):  # an mpi4py communicator
-                raise ValueError("ProcessSet(<MPI communicator>) requires the MPI backend: pip install hvd-backend-mpi")
+                raise ValueError(
+                    "ProcessSet(<MPI communicator>) is not supported yet by hvd; give the set's ranks "
+                    "(comm.Get_group() translated to the world's ranks)"
+                )
             ranks = list(ranks)
         if any(not isinstance(r, int) or isinstance(r, bool) for r in ranks):
             raise ValueError(f"process set ranks must be integers, got {list(ranks)!r}")
@@ -27,6 +31,8 @@ class ProcessSet:
             raise ValueError(f"process set ranks must be distinct, got {list(ranks)!r}")
         self.ranks: list[int] = sorted(ranks)
         self.process_set_id: int | None = None
+        #: The MPI communicator the set was made from (Horovod's attribute); None for a list of ranks.
+        self.mpi_comm: Any = None
 
     def _context_engine(self) -> Any | None:
         if self.process_set_id is None or not state.is_initialized():

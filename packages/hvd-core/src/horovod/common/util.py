@@ -35,6 +35,8 @@ __all__ = [
     "env",
     "extension_available",
     "get_average_backwards_compatibility_fun",
+    "get_ext_suffix",
+    "get_extension_full_path",
     "get_version_mismatch_message",
     "gloo_built",
     "gpu_available",
@@ -243,11 +245,29 @@ def num_rank_is_power_2(num_rank: int) -> bool:
 _T = TypeVar("_T")
 
 
-def split_list(items: Sequence[_T], n: int) -> list[Sequence[_T]]:
-    """``items`` in ``n`` consecutive chunks whose lengths differ by at most one, longest first."""
-    size, extra = divmod(len(items), n)
+def split_list(l: Sequence[_T], n: int) -> list[Sequence[_T]]:  # noqa: E741 (Horovod's parameter name)
+    """``l`` in ``n`` consecutive chunks whose lengths differ by at most one, longest first."""
+    size, extra = divmod(len(l), n)
     bounds = [i * size + min(i, extra) for i in range(n + 1)]
-    return [items[bounds[i] : bounds[i + 1]] for i in range(n)]
+    return [l[bounds[i] : bounds[i + 1]] for i in range(n)]
+
+
+def get_ext_suffix() -> str:
+    """The file name suffix of this interpreter's extension modules (``.cpython-311-x86_64-linux-gnu.so``)."""
+    import sysconfig
+
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    return suffix if isinstance(suffix, str) else ".so"
+
+
+def get_extension_full_path(pkg_path: str, *args: str) -> str:
+    """The path of an extension module ``args[-1]`` in the directories ``args[:-1]`` beside the
+    module file ``pkg_path`` (Horovod's helper; hvd's frameworks ship no extension modules of their
+    own, so it names a file that may not exist)."""
+    import os
+
+    directory = os.path.dirname(os.path.realpath(pkg_path))
+    return os.path.join(directory, *args[:-1], args[-1] + get_ext_suffix())
 
 
 def is_iterable(x: Any) -> bool:

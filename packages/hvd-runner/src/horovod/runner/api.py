@@ -45,7 +45,7 @@ def run(
     func: Callable[..., Any],
     args: tuple[Any, ...] = (),
     kwargs: Mapping[str, Any] | None = None,
-    num_proc: int | None = None,
+    num_proc: int | None = 1,
     min_num_proc: int | None = None,
     max_num_proc: int | None = None,
     slots: int | None = None,
@@ -53,6 +53,7 @@ def run(
     cooldown_range: tuple[int, int] | None = None,
     hosts: str | None = None,
     hostfile: str | None = None,
+    host_discovery_script: str | None = None,
     start_timeout: int | None = None,
     ssh_port: int | None = None,
     ssh_identity_file: str | None = None,
@@ -63,13 +64,12 @@ def run(
     use_mpi: bool | None = None,
     mpi_args: str | None = None,
     network_interface: str | None = None,
+    network_interfaces: str | Sequence[str] | None = None,
     executable: str | None = None,
     np: int | None = None,
     min_np: int | None = None,
     max_np: int | None = None,
     *,
-    host_discovery_script: str | None = None,
-    network_interfaces: str | Sequence[str] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> list[Any]:
     """Runs ``func(*args, **kwargs)`` on ``num_proc`` ranks (default 1); returns the return values,
@@ -79,9 +79,9 @@ def run(
     ``np``, ``min_np`` and ``max_np`` are its older names of ``num_proc``, ``min_num_proc`` and
     ``max_num_proc``, accepted without a warning (Horovod 0.28 marks them deprecated, and scripts and
     hvd's own test kits still use them); giving both names of one parameter is a ``ValueError``.
-    Keyword-only additions: ``host_discovery_script`` (horovodrun's flag), ``network_interfaces``
-    (``network_interface`` by horovodrun's other name: a comma-separated string or a list), and
-    ``env``, variables added to the ranks' environment (on top of this process's). ``executable`` is
+    ``network_interfaces`` is ``network_interface`` by horovodrun's other name (a comma-separated
+    string or a list). A keyword-only addition: ``env``, variables added to the ranks' environment
+    (on top of this process's). ``executable`` is
     the ranks' Python interpreter (default: this one).
 
     Raises ``RuntimeError`` naming the first rank that failed, with its traceback; ``ValueError``
@@ -91,7 +91,9 @@ def run(
     """
     if not callable(func):
         raise TypeError(f"horovod.run: func must be callable, got {type(func).__name__}")
-    num_proc = _one_of("num_proc", num_proc, "np", np)
+    # num_proc has a default (1, as Horovod's): np, when given, is the number asked for, and a
+    # num_proc other than the default beside it is the same parameter given twice.
+    num_proc = _one_of("num_proc", None if num_proc == 1 and np is not None else num_proc, "np", np)
     min_num_proc = _one_of("min_num_proc", min_num_proc, "min_np", min_np)
     max_num_proc = _one_of("max_num_proc", max_num_proc, "max_np", max_np)
     if network_interface is not None and network_interfaces is not None:

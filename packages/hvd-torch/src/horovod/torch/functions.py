@@ -16,7 +16,7 @@ from horovod.torch.optimizer import _DistributedOptimizer
 __all__ = ["allgather_object", "broadcast_object", "broadcast_optimizer_state", "broadcast_parameters"]
 
 
-def broadcast_parameters(params: Any, root_rank: int, process_set: ProcessSet = global_process_set) -> None:
+def broadcast_parameters(params: Any, root_rank: int, *, process_set: ProcessSet = global_process_set) -> None:
     """Overwrites every rank's parameters with ``root_rank``'s, in place.
 
     ``params``: ``model.state_dict()`` (a dict, broadcast in sorted key order),

@@ -350,7 +350,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             )
         return super().zero_grad(set_to_none=set_to_none)
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+    def load_state_dict(self, *args: Any, **kwargs: Any) -> None:
+        # Horovod's signature: whatever the wrapped optimizer's load_state_dict takes.
         self._handles = {}
         self._synchronized = False
         self._should_synchronize = True
@@ -359,7 +360,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._next_group = 0
         for group in self._group_counts:
             self._group_counts[group] = 0
-        super().load_state_dict(state_dict)
+        super().load_state_dict(*args, **kwargs)
 
     def __del__(self) -> None:
         for handle in getattr(self, "_hook_handles", ()):

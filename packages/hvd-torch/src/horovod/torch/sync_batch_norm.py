@@ -60,6 +60,7 @@ class SyncBatchNorm(_BatchNorm):
         track_running_stats: bool = True,
         device: Any = None,
         dtype: Any = None,
+        *,
         process_set: ProcessSet = global_process_set,
     ) -> None:
         super().__init__(num_features, eps, momentum, affine, track_running_stats, device=device, dtype=dtype)
