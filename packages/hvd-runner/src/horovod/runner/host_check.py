@@ -18,9 +18,12 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from horovod.runner.interfaces import Interfaces
 from horovod.runner.ssh import SSH_FAILED, SshOptions
+
+if TYPE_CHECKING:  # (interfaces.py imports psutil: horovodrun imports this module for every job)
+    from horovod.runner.interfaces import Interfaces
 
 CACHE_TTL_S = 3600.0
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from horovod.runner.host_check import HostCheckError, check_hosts
-from horovod.runner.interfaces import address_on, choose_interfaces, local_interfaces
 from horovod.runner.settings import JobSettings
 
 
@@ -26,6 +24,10 @@ def prepare(settings: JobSettings) -> JobNetwork:
     UsageError naming the host and the problem. A job on this machine alone needs nothing."""
     if not settings.remote_hosts:
         return JobNetwork(settings.rendezvous_host)
+    # Only a job across hosts needs these (psutil among them): a job on one machine starts without.
+    from horovod.runner.host_check import HostCheckError, check_hosts
+    from horovod.runner.interfaces import address_on, choose_interfaces, local_interfaces
+
     infos = check_hosts(
         settings.remote_hosts,
         settings.ssh,
