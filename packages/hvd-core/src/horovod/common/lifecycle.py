@@ -18,6 +18,7 @@ from typing import Any
 
 from horovod.common import config, state
 from horovod.common.context import Context
+from horovod.common.elastic import protocol as elastic_protocol
 from horovod.common.exceptions import HorovodInternalError
 from horovod.common.plugins import PluginError, get_plugin_manager
 from horovod.common.world import Launch, Topology
@@ -29,6 +30,16 @@ def launch_from_environment() -> Launch:
     """This process's job: horovodrun's ``HOROVOD_*`` variables, else what a plugin recognises
     (a job started by another launcher, e.g. mpirun), else a lone process (rank 0 of 1)."""
     env = dict(os.environ)
+    if elastic_protocol.is_elastic(env):  # an elastic job's driver assigns the place in each new world
+        from horovod.common.elastic import assignment
+
+        store = get_plugin_manager().rendezvous_store(env)
+        if store is None:
+            raise HorovodInternalError(
+                f"{elastic_protocol.ELASTIC}=1, but no rendezvous server is named: elastic workers are started by "
+                "horovodrun --min-np/--host-discovery-script (pip install hvd-runner)"
+            )
+        return assignment.launch(store, env)
     launch = Launch(topology=config.topology_from_env(env), env=env, job_key=env.get("HOROVOD_JOB_KEY", "job"))
     if "HOROVOD_RANK" in env:  # horovodrun describes every job it starts; no plugin is asked
         return launch
@@ -68,7 +79,8 @@ def init(comm: Sequence[int] | Any | None = None, process_sets: Sequence[Any] | 
         topology, world_key, world_backend = _world(plugins, job, comm, spec.name, env)
         if world_backend is not None and world_backend != spec.name:
             spec = _backend_for_world(plugins, env, world_backend, comm)
-        key_prefix = f"{launch.job_key}/{world_key}/init{next(slot.init_count)}"
+        count = next(slot.init_count)
+        key_prefix = f"{launch.job_key}/{world_key}/" + (f"init{count}" if launch.generation is None else "world")
         settings = config.engine_config(
             _core,
             env,

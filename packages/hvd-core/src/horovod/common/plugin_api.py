@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from horovod.common.backend_library import find_backend_library
 from horovod.common.config import failure_report_key
+from horovod.common.elastic import protocol as elastic_protocol
 from horovod.common.hookspecs import hookimpl
 from horovod.common.lazy_module import lazy_exports
 from horovod.common.plugins import PluginError, PluginInfo, get_plugin_manager
@@ -28,8 +29,9 @@ from horovod.common.world import ExternalWorld, Topology
 
 #: The version of this API: the major changes when a name is removed or changes meaning (never
 #: within hvd-core 0.x releases that share a minor), the minor when names are added (1.1:
-#: ``lazy_exports``, for framework packages whose ``__init__`` must not import the framework).
-API_VERSION = (1, 1)
+#: ``lazy_exports``, for framework packages whose ``__init__`` must not import the framework;
+#: 1.2: ``elastic_protocol``, the contract between an elastic job's driver and its workers).
+API_VERSION = (1, 2)
 
 __all__ = [
     "API_VERSION",
@@ -38,6 +40,7 @@ __all__ = [
     "FrameworkSpec",
     "LibraryLocator",
     "PluginError",
+    "elastic_protocol",
     "PluginInfo",
     "RendezvousStore",
     "Topology",

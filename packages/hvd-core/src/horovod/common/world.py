@@ -36,6 +36,10 @@ class Launch:
     #: The backend that connects this job when a plugin described it (:class:`ExternalWorld`);
     #: None for horovodrun's jobs and the test kit's.
     backend: str | None = None
+    #: The generation of an elastic job's world this launch joins (its store keys are fresh for each
+    #: generation, so they are not numbered by this process's own count of init() calls, which
+    #: differs between the world's workers); None outside elastic jobs.
+    generation: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)

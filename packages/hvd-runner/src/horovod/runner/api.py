@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from horovod.runner import settings as settings_mod
-from horovod.runner.errors import UsageError
+from horovod.runner.errors import NotSupportedError, UsageError
 
 
 def _log(message: str) -> None:
@@ -123,6 +123,11 @@ def run(
         ns.nics = _nics("network_interface", network_interface) or None
     elif network_interfaces is not None:
         ns.nics = _nics("network_interfaces", network_interfaces) or None
+    if any(getattr(ns, dest) is not None for dest in settings_mod.ELASTIC_FLAGS):
+        given = ", ".join(flag for dest, flag in settings_mod.ELASTIC_FLAGS.items() if getattr(ns, dest) is not None)
+        raise NotSupportedError(
+            f"elastic training through horovod.run ({given})", "run the script elastically with horovodrun --min-np"
+        )
     job_settings = settings_mod.from_namespace(ns)
 
     import cloudpickle

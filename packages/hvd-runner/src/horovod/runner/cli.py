@@ -271,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE, in [0, 1].",
     )
 
-    elastic = parser.add_argument_group("elastic arguments (not supported yet)")
+    elastic = parser.add_argument_group("elastic arguments (any of --min-np, --max-np, --host-discovery-script makes a job elastic)")
     elastic.add_argument(
         "--min-np",
         "--min-num-proc",
@@ -290,17 +290,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     elastic.add_argument(
         "--slots-per-host",
+        "--slots",
         dest="slots",
         type=_positive_int,
         default=None,
-        help="Slots per host (with --host-discovery-script).",
+        help="Slots of a host the discovery script prints without :slots.",
     )
     elastic.add_argument(
         "--elastic-timeout",
         dest="elastic_timeout",
         type=_positive_int,
         default=None,
-        help="Timeout for elastic re-initialisation.",
+        help="Seconds a new world may take to form after a change (HOROVOD_ELASTIC_TIMEOUT; default 600).",
     )
     elastic.add_argument(
         "--reset-limit",
@@ -316,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
         nargs=2,
         default=None,
         metavar=("MIN", "MAX"),
-        help="Seconds a failing host stays blacklisted.",
+        help="Seconds a host whose workers keep failing stays blacklisted: MIN, doubling up to MAX (default: for good).",
     )
 
     timeline = parser.add_argument_group("timeline arguments")
@@ -430,7 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--host-discovery-script",
         dest="host_discovery_script",
         default=None,
-        help="Elastic training host discovery script (not supported yet).",
+        help="Script printing the available hosts, one host:slots per line; run again every second.",
     )
 
     controller = parser.add_argument_group("controller arguments").add_mutually_exclusive_group()

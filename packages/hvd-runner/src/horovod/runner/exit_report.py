@@ -45,6 +45,19 @@ def key_prefix(job_key: str) -> str:
     return f"{job_key}/runner/exit/"
 
 
+#: An elastic job's workers report under ``w<worker id>``: their ranks change from world to world.
+WORKER_PREFIX = "w"
+
+
+def reporter_id(env: Mapping[str, str]) -> str:
+    """Who reports: the rank, or an elastic worker's id."""
+    from horovod.common.plugin_api import elastic_protocol
+
+    if elastic_protocol.is_elastic(env):
+        return WORKER_PREFIX + env[elastic_protocol.WORKER_ID]
+    return env[worker_env.RANK]
+
+
 def install() -> None:
     """Reports this rank's uncaught exception, or its exit, to the launcher (once per process)."""
     global _installed
@@ -95,7 +108,7 @@ def report(reason: str, primary: bool = True, env: Mapping[str, str] | None = No
 
         client = RendezvousClient.from_env(env, request_timeout_s=_REPORT_TIMEOUT_S)
         try:
-            client.set(key(env[worker_env.JOB_KEY], env[worker_env.RANK]), encode(reason, primary))
+            client.set(key(env[worker_env.JOB_KEY], reporter_id(env)), encode(reason, primary))
         finally:
             client.close()
     except Exception:  # the launcher still sees the exit itself

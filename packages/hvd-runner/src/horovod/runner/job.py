@@ -25,7 +25,7 @@ from horovod.runner.rendezvous.server import DEFAULT_MAX_VALUE_BYTES, Rendezvous
 from horovod.runner.settings import JobSettings
 
 
-def _max_value_bytes(environ: Mapping[str, str]) -> int:
+def max_value_bytes(environ: Mapping[str, str]) -> int:
     raw = environ.get(worker_env.RENDEZVOUS_MAX_VALUE_BYTES, "").strip()
     if not raw:
         return DEFAULT_MAX_VALUE_BYTES
@@ -34,6 +34,32 @@ def _max_value_bytes(environ: Mapping[str, str]) -> int:
 
         raise UsageError(f"{worker_env.RENDEZVOUS_MAX_VALUE_BYTES}={raw!r} is not a positive number of bytes")
     return int(raw)
+
+
+def common_environment(
+    settings: JobSettings,
+    base: Mapping[str, str],
+    *,
+    job_key: str,
+    addr: str,
+    port: int,
+    secret: bytes,
+    max_value: int,
+    nics: Sequence[str] = (),
+) -> dict[str, str]:
+    """What every process of the job gets: ``base``, the job's settings, then the contract's variables."""
+    common = dict(base)
+    if nics:  # a job across hosts: the interfaces chosen for it (--network-interface is in settings.env)
+        common[worker_env.GLOO_IFACE] = nics[0]
+        common[worker_env.NCCL_SOCKET_IFNAME] = ",".join(nics)
+    common.update(settings.env)
+    common.setdefault("PYTHONUNBUFFERED", "1")  # output reaches the launcher as it is printed
+    common[worker_env.JOB_KEY] = job_key
+    common[worker_env.RENDEZVOUS_ADDR] = addr
+    common[worker_env.RENDEZVOUS_PORT] = str(port)
+    common[worker_env.RENDEZVOUS_SECRET] = auth.encode_secret(secret)
+    common[worker_env.RENDEZVOUS_MAX_VALUE_BYTES] = str(max_value)
+    return common
 
 
 def rank_environments(
@@ -47,18 +73,10 @@ def rank_environments(
     max_value: int,
     nics: Sequence[str] = (),
 ) -> list[dict[str, str]]:
-    """The full environment of each rank: ``base``, the job's settings, then the contract's variables."""
-    common = dict(base)
-    if nics:  # a job across hosts: the interfaces chosen for it (--network-interface is in settings.env)
-        common[worker_env.GLOO_IFACE] = nics[0]
-        common[worker_env.NCCL_SOCKET_IFNAME] = ",".join(nics)
-    common.update(settings.env)
-    common.setdefault("PYTHONUNBUFFERED", "1")  # output reaches the launcher as it is printed
-    common[worker_env.JOB_KEY] = job_key
-    common[worker_env.RENDEZVOUS_ADDR] = addr
-    common[worker_env.RENDEZVOUS_PORT] = str(port)
-    common[worker_env.RENDEZVOUS_SECRET] = auth.encode_secret(secret)
-    common[worker_env.RENDEZVOUS_MAX_VALUE_BYTES] = str(max_value)
+    """The full environment of each rank: the common one, then its place in the job."""
+    common = common_environment(
+        settings, base, job_key=job_key, addr=addr, port=port, secret=secret, max_value=max_value, nics=nics
+    )
     envs = []
     for p in settings.placements:
         env = dict(common)
@@ -85,7 +103,7 @@ def run_job(
     """Runs ``argv`` as every rank of the job ``settings`` describes; returns how it ended."""
     base = dict(os.environ)
     base.update(extra_env or {})
-    max_value = _max_value_bytes(base)
+    max_value = max_value_bytes(base)
     secret = auth.new_secret()
     job_key = "hvd-" + secrets.token_hex(8)
     for note in settings.notes:

@@ -97,7 +97,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         choice = controller.choose(ns)
         if choice.mpi:
             return mpi_run.launch(ns, command, choice, log=_log)
-        job_settings = settings.from_namespace(ns)
+        elastic_settings = None
+        if settings.is_elastic(ns):
+            from horovod.runner.elastic import settings as elastic_settings_mod
+
+            elastic_settings = elastic_settings_mod.from_namespace(ns)
+        else:
+            job_settings = settings.from_namespace(ns)
         if not command:
             raise UsageError(f"no command given: {PROG} -np N COMMAND [ARGS...]")
     except UsageError as error:
@@ -118,6 +124,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGHUP):
         previous[signum] = signal.signal(signum, _raise_terminated)
     try:
+        if elastic_settings is not None:
+            from horovod.runner.elastic.job import run_elastic_job
+
+            return run_elastic_job(elastic_settings, command, log=_log)
         outcome = run_job(job_settings, command, log=_log)
     except UsageError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)

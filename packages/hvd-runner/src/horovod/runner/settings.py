@@ -18,7 +18,7 @@ from horovod.runner.ssh import SshOptions
 DEFAULT_START_TIMEOUT_S = 30
 
 # dest -> how it is named in messages
-_ELASTIC = {
+ELASTIC_FLAGS = {
     "min_num_proc": "--min-np",
     "max_num_proc": "--max-np",
     "slots": "--slots-per-host",
@@ -82,14 +82,27 @@ def apply_config_file(ns: argparse.Namespace) -> list[str]:
 
 
 def refuse_elastic(ns: argparse.Namespace) -> None:
-    elastic = [flag for dest, flag in _ELASTIC.items() if getattr(ns, dest, None) is not None]
+    """For launches that cannot be elastic (mpirun's)."""
+    elastic = [flag for dest, flag in ELASTIC_FLAGS.items() if getattr(ns, dest, None) is not None]
     if elastic:
-        raise NotSupportedError(f"elastic training ({', '.join(elastic)})", "run with a fixed -np for now")
+        raise NotSupportedError(
+            f"elastic training through mpirun ({', '.join(elastic)})", "elastic jobs run on Gloo (drop --mpi)"
+        )
 
 
-def _refuse_unsupported(ns: argparse.Namespace, environ: dict[str, str]) -> None:
+def _refuse_elastic_flags(ns: argparse.Namespace) -> None:
+    """Elastic-only flags in a job that is not elastic (no --min-np, --max-np or discovery script)."""
+    given = [flag for dest, flag in ELASTIC_FLAGS.items() if getattr(ns, dest, None) is not None]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)} only apply to elastic jobs: add --min-np, --max-np or --host-discovery-script"
+        )
+
+
+def refuse_unsupported(ns: argparse.Namespace, environ: dict[str, str], *, elastic: bool = False) -> None:
     """What horovodrun's own launch cannot do (``horovodrun --mpi`` goes through mpi_run instead)."""
-    refuse_elastic(ns)
+    if not elastic:
+        _refuse_elastic_flags(ns)
     if ns.use_jsrun:
         raise NotSupportedError("launching through jsrun (--jsrun)", "use --mpi (mpirun), --gloo or the default")
     choice = controller.choose(ns, environ)
@@ -157,12 +170,21 @@ def _check_gloo_installed() -> None:
         raise UsageError("--gloo: the gloo backend is not installed: pip install hvd-backend-gloo")
 
 
+def is_elastic(ns: argparse.Namespace) -> bool:
+    """Whether the flags ask for an elastic job (as Horovod decides: a discovery script or --min-np/--max-np)."""
+    return any(getattr(ns, dest, None) is not None for dest in ("host_discovery_script", "min_num_proc", "max_num_proc"))
+
+
 def from_namespace(ns: argparse.Namespace, environ: dict[str, str] | None = None) -> JobSettings:
     """Checks the flags (config file already applied) and describes the job; raises UsageError."""
     environ = dict(os.environ if environ is None else environ)
-    _refuse_unsupported(ns, environ)
+    refuse_unsupported(ns, environ)
     host_list, np = hosts_and_np(ns)
-    placements = hosts.place_ranks(host_list, np)
+    return job_settings(ns, environ, hosts.place_ranks(host_list, np))
+
+
+def job_settings(ns: argparse.Namespace, environ: dict[str, str], placements: list[hosts.Placement]) -> JobSettings:
+    """The job's settings for ``placements`` (an elastic job passes the hosts it found first)."""
     used = list(dict.fromkeys(p.hostname for p in placements))
     remote = tuple(name for name in used if not hosts.is_local(name))
     here = [name for name in used if name not in remote]

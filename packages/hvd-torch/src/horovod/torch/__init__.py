@@ -108,7 +108,9 @@ _EXPORTS = {
     "optimizer": "DistributedOptimizer",
     "sync_batch_norm": "SyncBatchNorm",
 }
-_SUBMODULES = ("adapter", "compression", "functions", "handles", "mpi_ops", "objects", "optimizer", "sync_batch_norm")
+_SUBMODULES = (
+    "adapter", "compression", "elastic", "functions", "handles", "mpi_ops", "objects", "optimizer", "sync_batch_norm"
+)
 
 __getattr__, __dir__, _names = lazy_exports(
     "horovod.torch",

@@ -1,0 +1,142 @@
+"""One elastic job, start to end: the rendezvous server, the workers' environment, the driver."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from horovod.common.plugin_api import elastic_protocol as protocol
+from horovod.runner import exit_report, network, worker_env
+from horovod.runner.elastic.driver import ElasticDriver
+from horovod.runner.elastic.host_manager import HostManager
+from horovod.runner.elastic.settings import ElasticSettings
+from horovod.runner.job import common_environment, max_value_bytes
+from horovod.runner.local import DEFAULT_GRACE_S
+from horovod.runner.output import OutputRouter
+from horovod.runner.rank_process import RankProcess, RemoteRankProcess
+from horovod.runner.rendezvous import auth
+from horovod.runner.rendezvous.server import RendezvousServer
+
+#: What workers are given as HOROVOD_ELASTIC_TIMEOUT: the driver bounds every world's forming and
+#: answers every request (or ends the job, which stops the worker), and a worker's client fails at
+#: once when the driver is gone; so a worker waiting for its world (a new one, while the others
+#: train on to their next commit) must not give up by itself.
+_WORKER_WAIT_S = 7 * 24 * 3600
+
+
+def run_elastic_job(settings: ElasticSettings, argv: Sequence[str], *, log: Callable[[str], None]) -> int:
+    """Runs ``argv`` as the workers of an elastic job; returns horovodrun's exit status."""
+    base = dict(os.environ)
+    secret = auth.new_secret()
+    job_key = "hvd-" + secrets.token_hex(8)
+    job = settings.job
+    for note in job.notes:
+        log(f"note: {note}")
+    job_network = network.prepare(job)  # checks the hosts found at start over ssh
+    with RendezvousServer(secret, host=job_network.rendezvous_host, max_value_bytes=max_value_bytes(base)) as server:
+        common = common_environment(
+            job,
+            base,
+            job_key=job_key,
+            addr=server.host,
+            port=server.port,
+            secret=secret,
+            max_value=server.max_value_bytes,
+            nics=job_network.nics,
+        )
+        common[protocol.ELASTIC] = "1"
+        common[protocol.ELASTIC_TIMEOUT] = str(_WORKER_WAIT_S)
+        output = OutputRouter(
+            sys.stdout,
+            sys.stderr,
+            size=max(settings.max_np or 0, job.size, 100),
+            prefix_timestamp=job.prefix_timestamp,
+            output_dir=job.output_filename,
+        )
+        remote_grace_s = max(0.5, DEFAULT_GRACE_S - 1.0)
+        checked: set[str] = set(job.remote_hosts)
+        driver: ElasticDriver
+
+        def start_worker(worker_id: int, host: str, slot: int) -> RankProcess:
+            env = dict(common)
+            env[protocol.WORKER_ID] = str(worker_id)
+            env[worker_env.HOSTNAME] = host
+            output.prepare(worker_id)
+            proc: RankProcess
+            if _is_remote(host):
+                proc = RemoteRankProcess(host, job.ssh, sys.executable, list(argv), env, remote_grace_s)
+            else:
+                proc = RankProcess(list(argv), env)
+            output.attach(worker_id, "stdout", proc.stdout)
+            output.attach(worker_id, "stderr", proc.stderr)
+
+            def wait() -> None:
+                returncode = proc.wait()
+                driver.events.put(("exit", worker_id, returncode, time.monotonic()))
+
+            threading.Thread(target=wait, name=f"hvd-wait-w{worker_id}", daemon=True).start()
+            if job.verbose:
+                log(f"elastic: started worker {worker_id} on {host}, slot {slot} ({proc.where()})")
+            return proc
+
+        def check_host(host: str) -> str | None:
+            """None when ``host`` can run workers: this machine, or a host that answers over ssh."""
+            if host in checked or not _is_remote(host):
+                return None
+            from horovod.runner.host_check import HostCheckError, check_hosts
+
+            try:
+                check_hosts([host], job.ssh, sys.executable, timeout_s=job.start_timeout_s, use_cache=job.use_host_cache)
+            except HostCheckError as error:
+                return str(error)
+            checked.add(host)
+            return None
+
+        driver = ElasticDriver(
+            settings.driver,
+            settings.discovery,
+            HostManager(settings.cooldown_range),
+            job_key=job_key,
+            start_worker=start_worker,
+            publish=server.set,
+            log=log,
+            check_host=check_host,
+        )
+        server.watch(_watcher(job_key, driver))
+        if job.verbose and job_network.description:
+            log(f"network: {job_network.description}")
+        try:
+            return driver.run()
+        finally:
+            output.join(5.0)
+            output.close()
+
+
+def _is_remote(host: str) -> bool:
+    from horovod.runner.hosts import is_local
+
+    return not is_local(host)
+
+
+def _watcher(job_key: str, driver: ElasticDriver) -> Callable[[str, bytes], None]:
+    """Turns the workers' writes to the store into the driver's events (in the server's threads)."""
+    requests = protocol.request_prefix(job_key)
+    reports = exit_report.key_prefix(job_key) + exit_report.WORKER_PREFIX
+
+    def on_set(key: str, value: bytes) -> None:
+        if key.startswith(requests) and key[len(requests) :].isdigit():
+            try:
+                request = protocol.WorldRequest.decode(value)
+            except ValueError:
+                return  # not from a worker of ours (every request is authenticated: a bug, not an attack)
+            driver.events.put(("request", int(key[len(requests) :]), request))
+        elif key.startswith(reports) and key[len(reports) :].isdigit():
+            reason, primary = exit_report.decode(value)
+            if primary and reason != exit_report.EXITING:
+                driver.events.put(("report", int(key[len(reports) :]), reason, primary))
+
+    return on_set
