@@ -21,9 +21,16 @@ import horovod.common
 
 ROOT = pathlib.Path(os.environ.get("HVD_REPO_ROOT", pathlib.Path(__file__).resolve().parents[3]))
 CORE = ROOT / "packages" / "hvd-core"
-FACADES = {"horovod.common.plugin_api", "horovod.common.framework_api", "horovod.common.exceptions"}
+# horovod.common.elastic: Horovod's own module of that name (State, ObjectState, run_fn), which
+# scripts and framework packages import; its submodules are private.
+FACADES = {
+    "horovod.common.plugin_api",
+    "horovod.common.framework_api",
+    "horovod.common.exceptions",
+    "horovod.common.elastic",
+}
 TEST_KIT = "horovod.common.testing"
-PUBLIC_NAMES = set(horovod.common.__all__) | {"plugin_api", "framework_api", "exceptions"}
+PUBLIC_NAMES = set(horovod.common.__all__) | {"plugin_api", "framework_api", "exceptions", "elastic"}
 
 
 def _python_files(directory: pathlib.Path) -> list[pathlib.Path]:

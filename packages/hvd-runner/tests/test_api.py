@@ -101,7 +101,7 @@ def test_rank_calling_sys_exit(backend: str) -> None:
     ("kwargs", "error", "message"),
     [
         ({"np": 0}, UsageError, "np=0 must be a positive integer"),
-        ({"min_np": 1}, NotSupportedError, r"elastic training \(--min-np\) is not supported yet"),
+        ({"min_np": 1}, NotSupportedError, r"elastic training through horovod.run \(--min-np\) is not supported yet"),
         ({"max_np": 4}, NotSupportedError, "elastic training"),
         ({"slots": 2}, NotSupportedError, "elastic training"),
         ({"reset_limit": 1}, NotSupportedError, "elastic training"),

@@ -330,24 +330,26 @@ def test_missing_config_file(tmp_path: Path) -> None:
         parse("-np", "1", "--config-file", str(tmp_path / "nope.yaml"))
 
 
-# --- refused for now --------------------------------------------------------------------------------
+# --- refused ----------------------------------------------------------------------------------------
+
+
+def test_jsrun_is_refused() -> None:
+    with pytest.raises(NotSupportedError, match=r"\(--jsrun\) is not supported yet"):
+        job("-np", "1", "--jsrun")
 
 
 @pytest.mark.parametrize(
-    ("argv", "message"),
+    "argv",
     [
-        (["--min-np", "1"], r"elastic training \(--min-np\) is not supported yet"),
-        (["--max-np", "4"], r"elastic training \(--max-np\) is not supported yet"),
-        (["--slots-per-host", "2"], "elastic training"),
-        (["--elastic-timeout", "60"], "elastic training"),
-        (["--reset-limit", "1"], "elastic training"),
-        (["--blacklist-cooldown-range", "1", "2"], "elastic training"),
-        (["--host-discovery-script", "discover.sh"], r"elastic training \(--host-discovery-script\)"),
-        (["--jsrun"], r"\(--jsrun\) is not supported yet"),
+        ["--slots-per-host", "2"],
+        ["--slots", "2"],
+        ["--elastic-timeout", "60"],
+        ["--reset-limit", "1"],
+        ["--blacklist-cooldown-range", "1", "2"],
     ],
 )
-def test_not_yet_supported_is_refused(argv: list[str], message: str) -> None:
-    with pytest.raises(NotSupportedError, match=message):
+def test_elastic_only_flags_need_an_elastic_job(argv: list[str]) -> None:
+    with pytest.raises(UsageError, match="only apply to elastic jobs: add --min-np, --max-np or --host-discovery-script"):
         job("-np", "1", *argv)
 
 
@@ -387,7 +389,8 @@ def test_an_unreachable_host_exits_1_naming_it() -> None:
         (["-np", "3", "-H", "localhost:2"], "-np 3 asks for more processes than the 2 slots available"),
         (["-np", "2"], "no command given"),
         (["-np", "1", "--log-level", "LOUD"], "argument --log-level: 'LOUD' is not one of"),
-        (["-np", "1", "--min-np", "1"], "is not supported yet"),
+        (["-np", "1", "--min-np", "2"], "-np 1 is below --min-np 2"),
+        (["--min-np", "2", "--max-np", "1"], "--min-np 2 <= -np 2 <= --max-np 1 does not hold"),
         (
             ["-H", "localhost:1,127.0.0.1:1,hvd-no-such-remote-host:1"],
             "hosts localhost, 127.0.0.1 are all this machine: list it once, with all its slots",

@@ -30,13 +30,14 @@ from collections.abc import Callable
 
 from horovod.common.plugin_api import elastic_protocol as protocol
 from horovod.common.plugin_api import failure_report_key
-from horovod.runner.elastic.discovery import DiscoveryError, HostDiscovery
+from horovod.runner.elastic.discovery import DiscoveryError, FixedHosts, HostDiscovery
 from horovod.runner.elastic.host_manager import HostManager, HostUpdateResult
 from horovod.runner.hosts import Host, place_ranks
 from horovod.runner.local import RankExit
 from horovod.runner.rank_process import RankProcess
 
-#: Failures of a host's workers after which the host is blacklisted (the first is replaced in place).
+#: Failures of a host's workers (incidents, see _worker_exited) after which the host is blacklisted;
+#: the workers lost in the first are replaced in place.
 FAILURES_BEFORE_BLACKLIST = 2
 #: Seconds between SIGTERM and SIGKILL for a worker the driver stops.
 STOP_GRACE_S = 3.0
@@ -124,7 +125,7 @@ class ElasticDriver:
         self.events: queue.SimpleQueue[tuple[object, ...]] = queue.SimpleQueue()
         self._workers: dict[int, Worker] = {}
         self._next_id = 0
-        self._host_failures: dict[str, int] = {}
+        self._host_failures: dict[str, set[tuple[str, int]]] = {}  # host -> its strikes
         self._unusable: set[str] = set()  # hosts whose check failed: never started on again
         self._generation = -1
         self._members: list[int] = []  # worker ids of the current world, by rank
@@ -229,13 +230,19 @@ class ElasticDriver:
             line = f"rank {rank} (worker {worker.id}, on {worker.host}): {how}"
             self._publish(failure_report_key(protocol.world_job_key(self._job_key, self._generation)), line.encode())
             self._world_broke(f"{worker.name} failed")
-        failures = self._host_failures.get(worker.host, 0) + 1
-        self._host_failures[worker.host] = failures
-        if failures >= FAILURES_BEFORE_BLACKLIST:
-            self._host_failures[worker.host] = 0
+        # One incident counts once: workers of one world failing together (a host losing several to
+        # one cause, or one dying while the world recovers from another) are one strike against
+        # their host; a new worker that fails before joining any world is a strike of its own.
+        incident = ("world", self._generation) if worker.generation >= 0 else ("worker", worker.id)
+        strikes = self._host_failures.setdefault(worker.host, set())
+        strikes.add(incident)
+        if len(strikes) >= FAILURES_BEFORE_BLACKLIST:
+            strikes.clear()
             delay = self._hosts.blacklist(worker.host)
             when = "for good" if delay == float("inf") else f"for {delay:.0f} s"
-            self._log(f"elastic: host {worker.host} blacklisted {when}: its workers failed {failures} times")
+            self._log(
+                f"elastic: host {worker.host} blacklisted {when}: its workers failed {FAILURES_BEFORE_BLACKLIST} times"
+            )
             self._remove_workers_off_hosts()
         self._fill_slots()  # a replacement, on this host if it is still usable, joins the next world it can
 
@@ -360,11 +367,17 @@ class ElasticDriver:
             return None
         joining = [w for w in live if w.pending is not None]
         if len(joining) < self._settings.min_np:
-            if elapsed > self._settings.elastic_timeout_s:
+            hopeless = self._no_host_can_come(len(joining))
+            if elapsed > self._settings.elastic_timeout_s or hopeless:
+                how_long = (
+                    "and no host can come back"
+                    if hopeless
+                    else f"for --elastic-timeout {self._settings.elastic_timeout_s:g} s"
+                )
                 raise JobEnded(
                     1,
-                    f"job failed: {len(joining)} worker(s) left, fewer than --min-np {self._settings.min_np}, for "
-                    f"--elastic-timeout {self._settings.elastic_timeout_s:g} s (hosts now: {self._describe_hosts()})",
+                    f"job failed: {len(joining)} worker(s) left, fewer than --min-np {self._settings.min_np}, "
+                    f"{how_long} (hosts now: {self._describe_hosts()})",
                 )
             return None
         if self._generation >= 0:
@@ -376,6 +389,13 @@ class ElasticDriver:
             self._resets += 1
         self._form(joining, elapsed)
         return None
+
+    def _no_host_can_come(self, workers: int) -> bool:
+        """Whether waiting is pointless: fixed hosts (-H), too few slots, every other host out for good."""
+        if not isinstance(self._discovery, FixedHosts):
+            return False  # discovery may find hosts any time
+        slots = sum(self._hosts.current_hosts.values())
+        return slots < self._settings.min_np and not self._hosts.any_coming_back()
 
     def _announce_newcomers(self) -> None:
         """New workers ready to join a running world: tell the world, which grows at its next commit."""

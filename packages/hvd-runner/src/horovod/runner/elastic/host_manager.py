@@ -74,6 +74,10 @@ class HostManager:
     def blacklisted_hosts(self) -> list[str]:
         return [h for h in self._blacklist if self.is_blacklisted(h)]
 
+    def any_coming_back(self) -> bool:
+        """Whether a blacklisted host will be usable again (its cool-down ends)."""
+        return any(entry.until != float("inf") and self.is_blacklisted(h) for h, entry in self._blacklist.items())
+
     def refresh(self) -> HostUpdateResult:
         """Lets hosts whose cool-down ended come back (called between discoveries)."""
         return self._recompute()

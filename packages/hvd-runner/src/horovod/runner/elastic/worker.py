@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from horovod.common.elastic.notifications import WorkerNotificationManager, notification_manager
-from horovod.common.elastic.protocol import HostUpdateResult
+from horovod.common.elastic import HostUpdateResult, WorkerNotificationManager, notification_manager
 
 __all__ = ["HostUpdateResult", "WorkerNotificationManager", "notification_manager"]

@@ -6,8 +6,7 @@
 
 from __future__ import annotations
 
-from horovod.common.elastic.loop import run_fn
-from horovod.common.elastic.state import ObjectState, State
+from horovod.common.elastic import ObjectState, State, run_fn
 from horovod.torch.elastic.sampler import ElasticSampler
 from horovod.torch.elastic.state import TorchState
 

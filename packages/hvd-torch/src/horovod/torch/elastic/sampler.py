@@ -10,7 +10,7 @@ from typing import Any
 
 import torch.utils.data
 
-from horovod.common.basics import rank, size
+from horovod.common import rank, size
 
 
 class ElasticSampler(torch.utils.data.Sampler[int]):

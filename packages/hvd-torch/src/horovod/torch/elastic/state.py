@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from horovod.common.elastic.state import ObjectState
+from horovod.common.elastic import ObjectState
 from horovod.torch.elastic.sampler import ElasticSampler
 from horovod.torch.functions import broadcast_optimizer_state, broadcast_parameters
 from horovod.torch.objects import allgather_object, broadcast_object
@@ -135,6 +135,6 @@ class TorchState(ObjectState):
 
 
 def _rank() -> int:
-    from horovod.common.basics import rank
+    from horovod.common import rank
 
     return rank()

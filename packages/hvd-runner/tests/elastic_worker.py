@@ -1,0 +1,92 @@
+"""The worker of hvd-runner's elastic tests: a numpy training loop whose whole state is an ObjectState.
+
+Each step allreduces a one and adds the world's size to ``total``, appends the step to ``log`` and
+commits. Faults are injected through the environment, each once per job (a marker file in
+``ELASTIC_MARKERS`` remembers it fired):
+
+- ``KILL_WORKER`` (a worker id) dies by SIGKILL at step ``KILL_AT_STEP`` (``KILL_MODE=step``), or
+  inside ``save()`` of that step's commit (``KILL_MODE=commit``);
+- ``DIE_IN_RESTORE`` (a worker id) dies inside ``restore()``, at the first reset after another
+  fault: while the next world forms;
+- ``FAIL_ON_HOST``: a worker placed on that host exits with status 3 before it joins any world.
+
+At the end each worker prints ``done rank=R size=S steps=N total=T log_ok=B``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+
+import horovod.common as hvd
+from horovod.common import elastic
+
+WORKER = os.environ.get("HOROVOD_ELASTIC_WORKER_ID", "?")
+STEPS = int(os.environ.get("STEPS", "100"))
+SLEEP_S = float(os.environ.get("STEP_SLEEP", "0.02"))
+KILL_WORKER = os.environ.get("KILL_WORKER")
+KILL_AT_STEP = int(os.environ.get("KILL_AT_STEP", "-1"))
+KILL_MODE = os.environ.get("KILL_MODE", "step")
+DIE_IN_RESTORE = os.environ.get("DIE_IN_RESTORE")
+MARKERS = os.environ.get("ELASTIC_MARKERS", "")
+
+
+def fire_once(name: str) -> bool:
+    """True the first time ``name`` is asked for in this job (by any worker)."""
+    try:
+        fd = os.open(os.path.join(MARKERS, name), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    os.close(fd)
+    return True
+
+
+def die(where: str) -> None:
+    print(f"worker {WORKER} dies {where}", flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class CountingState(elastic.ObjectState):
+    def save(self) -> None:
+        if KILL_MODE == "commit" and WORKER == KILL_WORKER and self.step == KILL_AT_STEP and fire_once("commit"):
+            die("inside save()")
+        super().save()
+
+    def restore(self) -> None:
+        if WORKER == DIE_IN_RESTORE and fire_once("restore"):
+            die("inside restore(), as the next world forms")
+        super().restore()
+
+
+if os.environ.get("FAIL_ON_HOST") == os.environ.get("HOROVOD_HOSTNAME"):
+    print(f"worker {WORKER} refuses to run on {os.environ['HOROVOD_HOSTNAME']}", flush=True)
+    sys.exit(3)
+
+hvd.init()
+state = CountingState(step=0, total=0, log=[])
+
+
+@elastic.run
+def train(state: CountingState) -> None:
+    while state.step < STEPS:
+        if KILL_MODE == "step" and WORKER == KILL_WORKER and state.step == KILL_AT_STEP and fire_once("step"):
+            die(f"at step {state.step}")
+        x = hvd.allreduce(np.ones(1), op=hvd.Sum, name="x")
+        state.total += int(x[0])
+        state.log.append(state.step)
+        state.step += 1
+        time.sleep(SLEEP_S)
+        state.commit()
+
+
+train(state)
+print(
+    f"done rank={hvd.rank()} size={hvd.size()} steps={state.step} total={state.total} "
+    f"log_ok={state.log == list(range(STEPS))}",
+    flush=True,
+)
+hvd.shutdown()

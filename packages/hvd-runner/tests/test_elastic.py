@@ -1,0 +1,201 @@
+"""Elastic jobs through horovodrun, end to end: real workers (elastic_worker.py, numpy), real Gloo,
+faults injected by the workers themselves or by the test changing what the discovery script prints.
+
+Several "hosts" of one machine: ``localhost`` and ``127.0.0.1`` both name this machine, so both run
+workers without ssh, but the driver counts them as two hosts (blacklisting, removal). The same jobs
+across network-namespace hosts are in test_elastic_multi_host.py.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import LineReader, horovodrun_argv
+
+pytestmark = pytest.mark.timeout(180)
+
+WORKER = str(Path(__file__).with_name("elastic_worker.py"))
+JOB_TIMEOUT_S = 120
+
+
+class ElasticJob:
+    """horovodrun running elastic_worker.py, its output read as it comes."""
+
+    def __init__(self, args: list[str], env: dict[str, str], tmp_path: Path) -> None:
+        markers = tmp_path / "markers"
+        markers.mkdir(exist_ok=True)
+        env = {**env, "ELASTIC_MARKERS": str(markers)}
+        self.proc = subprocess.Popen(
+            horovodrun_argv(*args, sys.executable, WORKER),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self.out = LineReader(self.proc.stdout)
+        self.err = LineReader(self.proc.stderr)
+
+    def wait_log(self, pattern: str, count: int = 1, timeout: float = 60.0) -> None:
+        """Waits until the launcher has logged ``count`` lines matching ``pattern``."""
+        regex = re.compile(pattern)
+        self.err.wait_for(lambda lines: sum(1 for line in lines if regex.search(line)) >= count, timeout)
+
+    def finish(self, timeout: float = JOB_TIMEOUT_S) -> tuple[int, list[str], list[str]]:
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            self.out.rest(5.0)
+            self.err.rest(5.0)
+            raise AssertionError(f"horovodrun did not end within {timeout} s:\n" + "\n".join(self.err.lines)) from None
+        out, err = self.out.rest(), self.err.rest()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+        return code, out, err
+
+
+def done_lines(stdout: list[str]) -> list[dict[str, str]]:
+    """Each worker's final ``done`` line, parsed."""
+    found = []
+    for line in stdout:
+        m = re.search(r"<stdout>:done (.*)", line)
+        if m:
+            found.append(dict(part.split("=", 1) for part in m.group(1).split()))
+    return found
+
+
+def assert_finished_consistently(stdout: list[str], size: int, steps: int) -> None:
+    """``size`` workers finished: every step counted exactly once, and every worker's state equal."""
+    done = done_lines(stdout)
+    assert len(done) == size, stdout
+    assert sorted(int(d["rank"]) for d in done) == list(range(size))
+    assert all(d["size"] == str(size) and d["steps"] == str(steps) and d["log_ok"] == "True" for d in done), done
+    assert len({d["total"] for d in done}) == 1, done
+
+
+def discovery(tmp_path: Path, hosts: str) -> tuple[str, Path]:
+    """A discovery script printing the file it returns (rewrite the file to change the hosts)."""
+    listing = tmp_path / "hosts.txt"
+    listing.write_text(hosts)
+    script = tmp_path / "discover.sh"
+    script.write_text(f"#!/bin/sh\ncat {listing}\n")
+    script.chmod(0o755)
+    return str(script), listing
+
+
+def test_worker_killed_mid_run(job_env: dict[str, str], tmp_path: Path) -> None:
+    """SIGKILL of a worker: the others restore the last commit and go on at once; the replacement
+    the driver starts joins at a later commit and receives the state; no step counted twice or lost."""
+    env = {**job_env, "STEPS": "150", "STEP_SLEEP": "0.03", "KILL_WORKER": "2", "KILL_AT_STEP": "30"}
+    job = ElasticJob(["-np", "3", "--min-np", "2", "-H", "localhost:3"], env, tmp_path)
+    code, out, err = job.finish()
+    log = "\n".join(err)
+    assert code == 0, log
+    assert "worker 2 (on localhost, slot 2) failed: its process was killed by signal SIGKILL" in log
+    assert re.search(r"world 1 formed in .*: 2 worker\(s\) on localhost:2", log), log
+    assert re.search(r"world 2 formed in .*: 3 worker\(s\) on localhost:3", log), log  # the replacement joined
+    assert_finished_consistently(out, 3, 150)
+
+
+def test_host_added_by_discovery(job_env: dict[str, str], tmp_path: Path) -> None:
+    script, listing = discovery(tmp_path, "localhost:2\n")
+    env = {**job_env, "STEPS": "200", "STEP_SLEEP": "0.03"}
+    job = ElasticJob(["--min-np", "2", "--max-np", "3", "--host-discovery-script", script], env, tmp_path)
+    job.wait_log(r"world 0 formed")
+    listing.write_text("localhost:2\n127.0.0.1:1\n")
+    code, out, err = job.finish()
+    log = "\n".join(err)
+    assert code == 0, log
+    assert "hosts changed: added 127.0.0.1:1" in log
+    assert re.search(r"world 1 formed in .*: 3 worker\(s\) on localhost:2, 127.0.0.1:1", log), log
+    assert_finished_consistently(out, 3, 200)  # the new worker's state came from rank 0
+
+
+def test_host_removed_by_discovery(job_env: dict[str, str], tmp_path: Path) -> None:
+    script, listing = discovery(tmp_path, "localhost:2\n127.0.0.1:1\n")
+    env = {**job_env, "STEPS": "200", "STEP_SLEEP": "0.03"}
+    job = ElasticJob(["--min-np", "2", "--host-discovery-script", script], env, tmp_path)
+    job.wait_log(r"world 0 formed")
+    listing.write_text("localhost:2\n")
+    code, out, err = job.finish()
+    log = "\n".join(err)
+    assert code == 0, log
+    assert "worker 2 (on 127.0.0.1, slot 0) leaves the job: its host was removed" in log
+    assert "elastic worker 2 leaves the job: its host was removed" in "\n".join(err)  # it exited by itself
+    assert re.search(r"world 1 formed in .*: 2 worker\(s\) on localhost:2", log), log
+    assert "failed" not in log
+    assert_finished_consistently(out, 2, 200)
+
+
+def test_failing_host_is_blacklisted_then_retried(job_env: dict[str, str], tmp_path: Path) -> None:
+    """Workers on 127.0.0.1 always fail: the first failure is replaced, the second blacklists the
+    host; after the cool-down it is tried again (and blacklisted again); the job goes on elsewhere."""
+    script, _ = discovery(tmp_path, "localhost:2\n127.0.0.1:1\n")
+    env = {**job_env, "STEPS": "400", "STEP_SLEEP": "0.03", "FAIL_ON_HOST": "127.0.0.1"}
+    args = ["--min-np", "2", "--blacklist-cooldown-range", "2", "2", "--host-discovery-script", script]
+    job = ElasticJob(args, env, tmp_path)
+    job.wait_log(r"host 127\.0\.0\.1 blacklisted for \d+ s: its workers failed 2 times", count=2)
+    code, out, err = job.finish()
+    log = "\n".join(err)
+    assert code == 0, log
+    first = log.index("host 127.0.0.1 blacklisted")
+    assert "hosts changed: added 127.0.0.1:1" in log[first:], log  # back after its cool-down
+    assert re.search(r"world \d+ formed in .*: 2 worker\(s\) on localhost:2", log), log
+    assert_finished_consistently(out, 2, 400)
+
+
+def test_reset_limit_ends_the_job(job_env: dict[str, str], tmp_path: Path) -> None:
+    """--reset-limit 1: the reset after the kill is allowed; the next one (the replacement joining) is not."""
+    env = {**job_env, "STEPS": "400", "STEP_SLEEP": "0.03", "KILL_WORKER": "1", "KILL_AT_STEP": "20"}
+    job = ElasticJob(["-np", "2", "--min-np", "1", "--reset-limit", "1", "-H", "localhost:2"], env, tmp_path)
+    code, _, err = job.finish()
+    log = "\n".join(err)
+    assert code == 1, log
+    assert "world 1 formed" in log
+    assert "job failed: the job was reset 1 time(s), reaching --reset-limit 1" in log
+
+
+def test_too_few_workers_past_elastic_timeout(job_env: dict[str, str], tmp_path: Path) -> None:
+    script, listing = discovery(tmp_path, "localhost:2\n")
+    env = {**job_env, "STEPS": "100000", "STEP_SLEEP": "0.02"}
+    args = ["--min-np", "2", "--elastic-timeout", "3", "--host-discovery-script", script]
+    job = ElasticJob(args, env, tmp_path)
+    job.wait_log(r"world 0 formed")
+    listing.write_text("localhost:1\n")
+    code, _, err = job.finish()
+    log = "\n".join(err)
+    assert code == 1, log
+    assert "job failed: 1 worker(s) left, fewer than --min-np 2, for --elastic-timeout 3 s (hosts now: localhost:1)" in log
+
+
+@pytest.mark.parametrize(
+    ("faults", "expected"),
+    [
+        ({"KILL_WORKER": "1", "KILL_MODE": "commit"}, "worker 1 dies inside save()"),
+        ({"KILL_WORKER": "2", "DIE_IN_RESTORE": "1"}, "worker 1 dies inside restore(), as the next world forms"),
+    ],
+    ids=["during-commit", "during-reset"],
+)
+def test_worker_killed_at_the_worst_moment(
+    job_env: dict[str, str], tmp_path: Path, faults: dict[str, str], expected: str
+) -> None:
+    """A worker dies in the middle of commit(), or while the next world forms after another
+    worker's death: nothing hangs, and the job finishes with every step counted once."""
+    env = {**job_env, "STEPS": "120", "STEP_SLEEP": "0.02", "KILL_AT_STEP": "25", **faults}
+    job = ElasticJob(["-np", "3", "--min-np", "1", "-H", "localhost:3"], env, tmp_path)
+    code, out, err = job.finish()
+    log = "\n".join(err)
+    assert code == 0, log
+    assert expected in "\n".join(out), out
+    done = done_lines(out)
+    assert done and all(d["log_ok"] == "True" and d["steps"] == "120" for d in done), done
+    assert len({d["total"] for d in done}) == 1, done
