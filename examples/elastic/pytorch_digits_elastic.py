@@ -16,7 +16,6 @@ that file while the job runs to add or remove slots. To see a recovery, ``--fail
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import signal
 
@@ -104,7 +103,8 @@ def main(args: argparse.Namespace) -> None:
 
     @hvd.elastic.run
     def train(state: hvd.elastic.TorchState) -> None:
-        for state.epoch in range(state.epoch, args.epochs):
+        # Horovod's idiom: the epoch lives in the state, so a reset resumes the epoch it was in.
+        for state.epoch in range(state.epoch, args.epochs):  # noqa: B020
             for batch, (x, y) in enumerate(loader):
                 maybe_fail(args, state.epoch, batch)
                 optimizer.zero_grad()
@@ -115,16 +115,22 @@ def main(args: argparse.Namespace) -> None:
                     state.commit()
             state.accuracy = evaluate(model, x_test, y_test)
             if hvd.rank() == 0:
-                print(f"epoch {state.epoch + 1:2d}/{args.epochs}  {hvd.size()} worker(s)  test accuracy "
-                      f"{state.accuracy:.4f}", flush=True)
+                print(
+                    f"epoch {state.epoch + 1:2d}/{args.epochs}  {hvd.size()} worker(s)  test accuracy "
+                    f"{state.accuracy:.4f}",
+                    flush=True,
+                )
             state.train_sampler.set_epoch(state.epoch + 1)
             state.commit()
 
     train(state)
     identical = weights_identical(model)
     if hvd.rank() == 0:
-        print(f"final test accuracy {state.accuracy:.4f} ({hvd.size()} workers at the end, identical weights on "
-              f"every worker: {identical})", flush=True)
+        print(
+            f"final test accuracy {state.accuracy:.4f} ({hvd.size()} workers at the end, identical weights on "
+            f"every worker: {identical})",
+            flush=True,
+        )
     if not identical:
         raise RuntimeError(f"rank {hvd.rank()}: weights differ between workers")
     hvd.shutdown()

@@ -61,7 +61,9 @@ def test_host_updates_interrupt_at_commit(updates: list[HostUpdateResult], skip_
 
 
 def test_updates_the_world_already_reflects_interrupt_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(assignment, "_current", protocol.Assignment(generation=2, updates_seen=1, updates_timestamp=50.0))
+    monkeypatch.setattr(
+        assignment, "_current", protocol.Assignment(generation=2, updates_seen=1, updates_timestamp=50.0)
+    )
     state = local_state(step=0)
     state.on_hosts_updated(50.0, int(HostUpdateResult.added))  # published before this world formed
     state.check_host_updates()

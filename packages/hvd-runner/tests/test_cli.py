@@ -349,7 +349,9 @@ def test_jsrun_is_refused() -> None:
     ],
 )
 def test_elastic_only_flags_need_an_elastic_job(argv: list[str]) -> None:
-    with pytest.raises(UsageError, match="only apply to elastic jobs: add --min-np, --max-np or --host-discovery-script"):
+    with pytest.raises(
+        UsageError, match="only apply to elastic jobs: add --min-np, --max-np or --host-discovery-script"
+    ):
         job("-np", "1", *argv)
 
 

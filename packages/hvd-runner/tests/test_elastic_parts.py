@@ -33,12 +33,12 @@ def test_discovery_script_failures_are_named(tmp_path: Path) -> None:
     failing = tmp_path / "fail.sh"
     failing.write_text("#!/bin/sh\necho 'no cloud today' >&2\nexit 4\n")
     failing.chmod(0o755)
-    with pytest.raises(DiscoveryError, match=r"fail.sh' exited with code 4: no cloud today"):
+    with pytest.raises(DiscoveryError, match=r"fail\.sh' exited with code 4: no cloud today"):
         HostDiscoveryScript(str(failing)).find_available_hosts_and_slots()
     slow = tmp_path / "slow.sh"
     slow.write_text("#!/bin/sh\nsleep 10\n")
     slow.chmod(0o755)
-    with pytest.raises(DiscoveryError, match="did not finish within 0.5 s"):
+    with pytest.raises(DiscoveryError, match=r"did not finish within 0\.5 s"):
         HostDiscoveryScript(str(slow), timeout_s=0.5).find_available_hosts_and_slots()
     good = tmp_path / "good.sh"
     good.write_text("#!/bin/sh\necho a:2\necho b\n")

@@ -186,7 +186,9 @@ def test_run_refuses_contradictions(kwargs: dict, message: str) -> None:
     ],
 )
 def test_elastic_parameters_are_refused_for_now(kwargs: dict, flag: str) -> None:
-    with pytest.raises(NotSupportedError, match=f"elastic training through horovod.run \\({flag}\\) is not supported yet"):
+    with pytest.raises(
+        NotSupportedError, match=f"elastic training through horovod.run \\({flag}\\) is not supported yet"
+    ):
         horovod.run(print, **kwargs)
 
 

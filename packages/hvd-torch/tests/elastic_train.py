@@ -48,7 +48,9 @@ hvd.init()
 torch.set_num_threads(1)
 torch.manual_seed(int(WORKER or 0))  # different initial weights: the sync must make them equal
 model = torch.nn.Linear(8, 1)
-optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.01), named_parameters=model.named_parameters())
+optimizer = hvd.DistributedOptimizer(
+    torch.optim.SGD(model.parameters(), lr=0.01), named_parameters=model.named_parameters()
+)
 dataset = Indexed()
 sampler = hvd.elastic.ElasticSampler(dataset, shuffle=True, seed=3)
 loader = torch.utils.data.DataLoader(dataset, batch_size=BATCH, sampler=sampler)
@@ -57,9 +59,9 @@ state = hvd.elastic.TorchState(model, optimizer, sampler=sampler, epoch=0, count
 
 @hvd.elastic.run
 def train(state: hvd.elastic.TorchState) -> None:
-    for state.epoch in range(state.epoch, EPOCHS):
+    for state.epoch in range(state.epoch, EPOCHS):  # noqa: B020 - Horovod's idiom: resumes the epoch
         for batch, (index, x, y) in enumerate(loader):
-            if WORKER == os.environ.get("KILL_WORKER") and state.epoch == 1 and batch == 1 and fire_once("kill"):
+            if os.environ.get("KILL_WORKER") == WORKER and state.epoch == 1 and batch == 1 and fire_once("kill"):
                 print(f"worker {WORKER} dies in epoch 1, batch 1", flush=True)
                 os.kill(os.getpid(), signal.SIGKILL)
             optimizer.zero_grad()

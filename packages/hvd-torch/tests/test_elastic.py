@@ -3,6 +3,7 @@ and sync, and a real elastic job (horovodrun) losing a worker mid-epoch and grow
 
 from __future__ import annotations
 
+import itertools
 import re
 import subprocess
 import sys
@@ -12,8 +13,8 @@ import pytest
 import torch
 
 import horovod.torch as hvd
-from hvdtorch_testutil import cluster
 from horovod.torch.elastic import sampler as sampler_module
+from hvdtorch_testutil import cluster
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -42,7 +43,7 @@ def samplers(n: int, world: int, monkeypatch: pytest.MonkeyPatch, state: dict | 
 def test_sampler_splits_an_epoch_and_resumes_it_on_a_new_world(monkeypatch: pytest.MonkeyPatch) -> None:
     three = samplers(36, 3, monkeypatch)
     parts = [list(s) for s in three]
-    assert [len(p) for p in parts] == [12, 12, 12] and sorted(sum(parts, [])) == list(range(36))
+    assert [len(p) for p in parts] == [12, 12, 12] and sorted(itertools.chain(*parts)) == list(range(36))
     for batch in range(2):  # two steps of 4 per rank, recorded on rank 0 for every rank
         three[0].record_batch(batch, 4)
     done = {i for p in parts for i in p[:8]}
@@ -51,7 +52,7 @@ def test_sampler_splits_an_epoch_and_resumes_it_on_a_new_world(monkeypatch: pyte
     two = samplers(36, 2, monkeypatch, three[0].state_dict())  # the world shrank: 12 samples left
     rest = [list(s) for s in two]
     assert [len(p) for p in rest] == [6, 6]
-    assert sorted(sum(rest, [])) == sorted(set(range(36)) - done)  # nothing skipped, nothing repeated
+    assert sorted(itertools.chain(*rest)) == sorted(set(range(36)) - done)  # nothing skipped, nothing repeated
 
     two[0].set_epoch(1)
     assert two[0].processed_indices == set() and len(two[0]) == 18 and list(two[0]) != rest[0]
@@ -59,7 +60,7 @@ def test_sampler_splits_an_epoch_and_resumes_it_on_a_new_world(monkeypatch: pyte
 
 def test_sampler_pads_like_distributed_sampler(monkeypatch: pytest.MonkeyPatch) -> None:
     parts = [list(s) for s in samplers(10, 3, monkeypatch)]
-    flat = sum(parts, [])
+    flat = list(itertools.chain(*parts))
     assert [len(p) for p in parts] == [4, 4, 4] and set(flat) == set(range(10)) and len(flat) - len(set(flat)) == 2
     empty = samplers(4, 2, monkeypatch, {"epoch": 0, "processed_indices": {0, 1, 2, 3}})
     assert [list(s) for s in empty] == [[], []] and len(empty[0]) == 0
@@ -132,7 +133,9 @@ def test_elastic_job_loses_a_worker_mid_epoch_and_grows_back(tmp_path: Path) -> 
     assert "worker 2 dies in epoch 1, batch 1" in done.stdout
     assert re.search(r"world 1 formed in .*: 2 worker\(s\)", log), log
     assert re.search(r"world 2 formed in .*: 3 worker\(s\)", log), log
-    finals = [dict(p.split("=", 1) for p in m.group(1).split()) for m in re.finditer(r"<stdout>:done (.*)", done.stdout)]
+    finals = [
+        dict(p.split("=", 1) for p in m.group(1).split()) for m in re.finditer(r"<stdout>:done (.*)", done.stdout)
+    ]
     assert sorted(f["rank"] for f in finals) == ["0", "1", "2"] and all(f["size"] == "3" for f in finals), finals
     assert all(f["counts_ok"] == "True" for f in finals), finals
     assert len({f["checksum"] for f in finals}) == 1, finals

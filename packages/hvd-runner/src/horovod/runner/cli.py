@@ -271,7 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE, in [0, 1].",
     )
 
-    elastic = parser.add_argument_group("elastic arguments (any of --min-np, --max-np, --host-discovery-script makes a job elastic)")
+    elastic = parser.add_argument_group(
+        "elastic arguments (any of --min-np, --max-np, --host-discovery-script makes a job elastic)"
+    )
     elastic.add_argument(
         "--min-np",
         "--min-num-proc",
@@ -317,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
         nargs=2,
         default=None,
         metavar=("MIN", "MAX"),
-        help="Seconds a host whose workers keep failing stays blacklisted: MIN, doubling up to MAX (default: for good).",
+        help="Seconds a host whose workers keep failing stays out: MIN, doubling up to MAX (default: for good).",
     )
 
     timeline = parser.add_argument_group("timeline arguments")

@@ -13,9 +13,13 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from horovod.runner import cli
 from horovod.runner.errors import UsageError
+
+if TYPE_CHECKING:
+    from horovod.runner.elastic.settings import ElasticSettings
 
 PROG = "horovodrun"
 
@@ -97,11 +101,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         choice = controller.choose(ns)
         if choice.mpi:
             return mpi_run.launch(ns, command, choice, log=_log)
-        elastic_settings = None
+        job_settings: settings.JobSettings | ElasticSettings
         if settings.is_elastic(ns):
-            from horovod.runner.elastic import settings as elastic_settings_mod
+            from horovod.runner.elastic import settings as elastic_settings
 
-            elastic_settings = elastic_settings_mod.from_namespace(ns)
+            job_settings = elastic_settings.from_namespace(ns)
         else:
             job_settings = settings.from_namespace(ns)
         if not command:
@@ -124,10 +128,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGHUP):
         previous[signum] = signal.signal(signum, _raise_terminated)
     try:
-        if elastic_settings is not None:
+        if not isinstance(job_settings, settings.JobSettings):
             from horovod.runner.elastic.job import run_elastic_job
 
-            return run_elastic_job(elastic_settings, command, log=_log)
+            return run_elastic_job(job_settings, command, log=_log)
         outcome = run_job(job_settings, command, log=_log)
     except UsageError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)

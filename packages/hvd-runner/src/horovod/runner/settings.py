@@ -172,7 +172,9 @@ def _check_gloo_installed() -> None:
 
 def is_elastic(ns: argparse.Namespace) -> bool:
     """Whether the flags ask for an elastic job (as Horovod decides: a discovery script or --min-np/--max-np)."""
-    return any(getattr(ns, dest, None) is not None for dest in ("host_discovery_script", "min_num_proc", "max_num_proc"))
+    return any(
+        getattr(ns, dest, None) is not None for dest in ("host_discovery_script", "min_num_proc", "max_num_proc")
+    )
 
 
 def from_namespace(ns: argparse.Namespace, environ: dict[str, str] | None = None) -> JobSettings:

@@ -109,7 +109,15 @@ _EXPORTS = {
     "sync_batch_norm": "SyncBatchNorm",
 }
 _SUBMODULES = (
-    "adapter", "compression", "elastic", "functions", "handles", "mpi_ops", "objects", "optimizer", "sync_batch_norm"
+    "adapter",
+    "compression",
+    "elastic",
+    "functions",
+    "handles",
+    "mpi_ops",
+    "objects",
+    "optimizer",
+    "sync_batch_norm",
 )
 
 __getattr__, __dir__, _names = lazy_exports(

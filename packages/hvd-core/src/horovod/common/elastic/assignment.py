@@ -56,7 +56,9 @@ def request_world(store: RendezvousStore, env: Mapping[str, str]) -> protocol.As
         raise SystemExit(0)
     with _lock:
         _current = assignment
-    _log.debug("worker %s joins world %d as rank %d of %d", worker, assignment.generation, assignment.rank, assignment.size)
+    _log.debug(
+        "worker %s joins world %d as rank %d of %d", worker, assignment.generation, assignment.rank, assignment.size
+    )
     return assignment
 
 

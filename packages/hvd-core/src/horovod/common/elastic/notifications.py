@@ -68,7 +68,7 @@ class WorkerNotificationManager:
         job_key = env.get("HOROVOD_JOB_KEY", "job")
         try:
             store = get_plugin_manager().rendezvous_store(env)
-        except Exception as error:  # noqa: BLE001 - no store: this worker cannot hear of host changes
+        except Exception as error:
             _log.warning("elastic: cannot watch for host updates: %s", error)
             return
         if store is None:
@@ -80,7 +80,7 @@ class WorkerNotificationManager:
                 number = max(number, current.updates_seen + 1)
             try:
                 value = store.get(protocol.hosts_update_key(job_key, number), _WATCH_S)
-            except Exception as error:  # noqa: BLE001 - the launcher is unreachable for now (or gone)
+            except Exception as error:
                 _log.debug("elastic: watching host updates failed: %s", error)
                 time.sleep(_RETRY_S)
                 continue

@@ -18,7 +18,7 @@ number (:mod:`horovod.common.elastic.notifications`) and stop at their next ``co
 Every message is a small JSON object; nothing received is unpickled. Launchers (horovodrun's
 driver, Spark's, Ray's) import this module through :mod:`horovod.common.plugin_api`.
 
-.. versionadded:: 0.3
+.. versionadded:: 0.2
 """
 
 from __future__ import annotations

@@ -93,6 +93,32 @@ class DriverSettings:
     discovery_interval_s: float = 1.0
 
 
+@dataclasses.dataclass(frozen=True)
+class WorkerAsked:
+    """A worker asked for a place in the next world."""
+
+    worker_id: int
+    request: protocol.WorldRequest
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerExited:
+    worker_id: int
+    returncode: int
+    #: When the launcher saw it end (time.monotonic()).
+    ended: float
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerReported:
+    """What a worker reported as it began to fail (its uncaught exception)."""
+
+    worker_id: int
+    reason: str
+
+
+Event = WorkerAsked | WorkerExited | WorkerReported
+
 #: Starts worker ``id`` in ``slot`` of ``host``; returns its process (output already attached).
 WorkerStarter = Callable[[int, str, int], RankProcess]
 
@@ -120,9 +146,8 @@ class ElasticDriver:
         self._log = log
         self._check_host = check_host  # None when a new host can run workers, else why not
         self._clock = clock
-        #: Events from other threads: ("request", worker id, WorldRequest), ("exit", worker id,
-        #: returncode, when), ("report", worker id, reason, primary).
-        self.events: queue.SimpleQueue[tuple[object, ...]] = queue.SimpleQueue()
+        #: Events from other threads (the server's, the process waiters').
+        self.events: queue.SimpleQueue[Event] = queue.SimpleQueue()
         self._workers: dict[int, Worker] = {}
         self._next_id = 0
         self._host_failures: dict[str, set[tuple[str, int]]] = {}  # host -> its strikes
@@ -192,24 +217,20 @@ class ElasticDriver:
 
     # --- events ---------------------------------------------------------------------------------
 
-    def _handle(self, event: tuple[object, ...]) -> None:
-        kind, worker_id = event[0], int(event[1])  # type: ignore[call-overload]
-        worker = self._workers.get(worker_id)
+    def _handle(self, event: Event) -> None:
+        worker = self._workers.get(event.worker_id)
         if worker is None:
             return
-        if kind == "request":
-            request = event[2]
-            assert isinstance(request, protocol.WorldRequest)
-            worker.pending = request.seq
+        if isinstance(event, WorkerAsked):
+            worker.pending = event.request.seq
             if worker.leaving or self._finished:
                 self._reply_stop(worker, worker.leaving or self._finished_reason())
             elif worker.generation == self._generation and worker.generation >= 0:
                 self._world_broke(f"{worker.name} asked for a new world")
-        elif kind == "exit":
-            returncode, ended = int(event[2]), float(event[3])  # type: ignore[call-overload]
-            self._worker_exited(worker, returncode, ended)
-        elif kind == "report":
-            worker.report = str(event[2])
+        elif isinstance(event, WorkerExited):
+            self._worker_exited(worker, event.returncode, event.ended)
+        else:
+            worker.report = event.reason
 
     def _worker_exited(self, worker: Worker, returncode: int, ended: float) -> None:
         worker.exit = RankExit(self._rank_of(worker), worker.proc.pid, returncode, ended, worker.proc.host)
@@ -417,7 +438,9 @@ class ElasticDriver:
             if not w.alive or w.terminated_at is not None or w.pending is not None:
                 continue
             if not w.leaving and w.generation < 0 and now - w.started_at > limit:
-                self._log(f"elastic: {w.name} did not ask to join a world within --elastic-timeout {limit:g} s; stopping it")
+                self._log(
+                    f"elastic: {w.name} did not ask to join a world within --elastic-timeout {limit:g} s; stopping it"
+                )
                 self._terminate(w)
             elif w.leaving and (w.id not in self._members or self._broken_since is not None):
                 since = max(w.leaving_at, self._broken_since or 0.0)
@@ -531,10 +554,9 @@ class ElasticDriver:
                 event = self.events.get(timeout=0.05)
             except queue.Empty:
                 continue
-            if event[0] == "exit":
-                worker = self._workers.get(int(event[1]))  # type: ignore[call-overload]
-                if worker is not None:
-                    worker.exit = RankExit(self._rank_of(worker), worker.proc.pid, int(event[2]), float(event[3]))  # type: ignore[call-overload]
+            if isinstance(event, WorkerExited) and event.worker_id in self._workers:
+                worker = self._workers[event.worker_id]
+                worker.exit = RankExit(self._rank_of(worker), worker.proc.pid, event.returncode, event.ended)
         if not quietly:
             stopped = [w for w in self._workers.values() if w.exit is not None and w.exit.returncode == -signal.SIGTERM]
             if stopped:

@@ -11,15 +11,17 @@ from collections.abc import Callable, Sequence
 
 from horovod.common.plugin_api import elastic_protocol as protocol
 from horovod.runner import exit_report, network, worker_env
-from horovod.runner.elastic.driver import ElasticDriver
+from horovod.runner.elastic.driver import ElasticDriver, WorkerAsked, WorkerExited, WorkerReported
 from horovod.runner.elastic.host_manager import HostManager
 from horovod.runner.elastic.settings import ElasticSettings
+from horovod.runner.errors import UsageError
 from horovod.runner.job import common_environment, max_value_bytes
 from horovod.runner.local import DEFAULT_GRACE_S
 from horovod.runner.output import OutputRouter
 from horovod.runner.rank_process import RankProcess, RemoteRankProcess
 from horovod.runner.rendezvous import auth
 from horovod.runner.rendezvous.server import RendezvousServer
+from horovod.runner.settings import JobSettings
 
 #: What workers are given as HOROVOD_ELASTIC_TIMEOUT: the driver bounds every world's forming and
 #: answers every request (or ends the job, which stops the worker), and a worker's client fails at
@@ -36,7 +38,7 @@ def run_elastic_job(settings: ElasticSettings, argv: Sequence[str], *, log: Call
     job = settings.job
     for note in job.notes:
         log(f"note: {note}")
-    job_network = network.prepare(job)  # checks the hosts found at start over ssh
+    job_network = _network(job)
     with RendezvousServer(secret, host=job_network.rendezvous_host, max_value_bytes=max_value_bytes(base)) as server:
         common = common_environment(
             job,
@@ -76,7 +78,7 @@ def run_elastic_job(settings: ElasticSettings, argv: Sequence[str], *, log: Call
 
             def wait() -> None:
                 returncode = proc.wait()
-                driver.events.put(("exit", worker_id, returncode, time.monotonic()))
+                driver.events.put(WorkerExited(worker_id, returncode, time.monotonic()))
 
             threading.Thread(target=wait, name=f"hvd-wait-w{worker_id}", daemon=True).start()
             if job.verbose:
@@ -90,7 +92,9 @@ def run_elastic_job(settings: ElasticSettings, argv: Sequence[str], *, log: Call
             from horovod.runner.host_check import HostCheckError, check_hosts
 
             try:
-                check_hosts([host], job.ssh, sys.executable, timeout_s=job.start_timeout_s, use_cache=job.use_host_cache)
+                check_hosts(
+                    [host], job.ssh, sys.executable, timeout_s=job.start_timeout_s, use_cache=job.use_host_cache
+                )
             except HostCheckError as error:
                 return str(error)
             checked.add(host)
@@ -116,6 +120,21 @@ def run_elastic_job(settings: ElasticSettings, argv: Sequence[str], *, log: Call
             output.close()
 
 
+def _network(job: JobSettings) -> network.JobNetwork:
+    """The job's network, chosen from the hosts found at start (checked over ssh). Hosts found later
+    must reach the rendezvous server on it: a job that starts on this machine alone listens on
+    loopback, unless --network-interface names the interface remote hosts will come on."""
+    if job.remote_hosts or not job.nics:
+        return network.prepare(job)
+    from horovod.runner.interfaces import local_interfaces
+
+    addresses = local_interfaces().get(job.nics[0], [])
+    if not addresses:
+        raise UsageError(f"--network-interface {job.nics[0]}: it has no IPv4 address on this machine")
+    address = addresses[0].split("/", 1)[0]
+    return network.JobNetwork(address, job.nics, f"rendezvous on {address} ({job.nics[0]}), for hosts found later")
+
+
 def _is_remote(host: str) -> bool:
     from horovod.runner.hosts import is_local
 
@@ -133,10 +152,10 @@ def _watcher(job_key: str, driver: ElasticDriver) -> Callable[[str, bytes], None
                 request = protocol.WorldRequest.decode(value)
             except ValueError:
                 return  # not from a worker of ours (every request is authenticated: a bug, not an attack)
-            driver.events.put(("request", int(key[len(requests) :]), request))
+            driver.events.put(WorkerAsked(int(key[len(requests) :]), request))
         elif key.startswith(reports) and key[len(reports) :].isdigit():
             reason, primary = exit_report.decode(value)
             if primary and reason != exit_report.EXITING:
-                driver.events.put(("report", int(key[len(reports) :]), reason, primary))
+                driver.events.put(WorkerReported(int(key[len(reports) :]), reason))
 
     return on_set

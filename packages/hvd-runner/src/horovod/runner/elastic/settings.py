@@ -56,7 +56,7 @@ def from_namespace(ns: argparse.Namespace, environ: dict[str, str] | None = None
         raise UsageError(f"--min-np {min_np} <= -np {initial} <= --max-np {max_np} does not hold")
     if initial < min_np:
         raise UsageError(f"-np {initial} is below --min-np {min_np}")
-    cooldown = tuple(ns.cooldown_range) if ns.cooldown_range is not None else None
+    cooldown = (int(ns.cooldown_range[0]), int(ns.cooldown_range[1])) if ns.cooldown_range is not None else None
     if cooldown is not None and cooldown[0] > cooldown[1]:
         raise UsageError(f"--blacklist-cooldown-range {cooldown[0]} {cooldown[1]}: MIN must not exceed MAX")
     timeout = ns.elastic_timeout
@@ -93,4 +93,4 @@ def from_namespace(ns: argparse.Namespace, environ: dict[str, str] | None = None
         elastic_timeout_s=float(timeout),
         reset_limit=ns.reset_limit,
     )
-    return ElasticSettings(discovery, driver, job, cooldown)  # type: ignore[arg-type]
+    return ElasticSettings(discovery, driver, job, cooldown)

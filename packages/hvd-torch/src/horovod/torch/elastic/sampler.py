@@ -9,7 +9,6 @@ from collections.abc import Iterable, Iterator, Sized
 from typing import Any
 
 import torch.utils.data
-
 from horovod.common import rank, size
 
 

@@ -6,7 +6,6 @@ import copy
 from typing import Any
 
 import torch
-
 from horovod.common.elastic import ObjectState
 from horovod.torch.elastic.sampler import ElasticSampler
 from horovod.torch.functions import broadcast_optimizer_state, broadcast_parameters
@@ -91,6 +90,8 @@ class TorchState(ObjectState):
     with ``broadcast_parameters`` / ``broadcast_optimizer_state``; every other keyword is a plain
     attribute (:class:`~horovod.common.elastic.ObjectState`). All are attributes of the state.
     """
+
+    _handlers: dict[str, _Handler]
 
     def __init__(self, model: Any = None, optimizer: Any = None, **kwargs: Any) -> None:
         kwargs.update(model=model, optimizer=optimizer)
