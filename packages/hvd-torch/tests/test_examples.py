@@ -51,3 +51,25 @@ def test_synthetic_benchmark() -> None:
     )
     refused = run("pytorch_synthetic_benchmark.py", "--use-adasum")
     assert refused.returncode != 0 and "Adasum is not yet supported" in refused.stderr
+
+
+def test_elastic_digits_survives_a_lost_worker(tmp_path: pathlib.Path) -> None:
+    """examples/elastic through horovodrun with its discovery script: worker 1 kills itself in epoch 3;
+    the job goes on with the other two from their last commit and still reaches its target."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOROVOD_")}
+    hosts = ROOT / "examples" / "elastic"
+    (tmp_path / "hosts").write_text("localhost:3\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "horovod.runner.launch", "-np", "3", "--min-np", "2", "--max-np", "3",
+         "--host-discovery-script", str(hosts / "discover_hosts.sh"),
+         sys.executable, str(hosts / "pytorch_digits_elastic.py"), "--epochs", "12", "--fail-worker", "1"],
+        env={**env, "HOSTS_FILE": str(tmp_path / "hosts")},
+        capture_output=True, text=True, timeout=280, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "worker 1 (rank 1): killing itself in epoch 3" in done.stdout
+    assert re.search(r"world 1 formed in .*: 2 worker\(s\)", done.stderr), done.stderr
+    pattern = r"final test accuracy ([0-9.]+) \(\d workers at the end, identical weights on every worker: True\)"
+    final = re.search(pattern, done.stdout)
+    assert final, done.stdout
+    assert float(final.group(1)) >= 0.95, done.stdout

@@ -180,11 +180,18 @@ class ElasticDriver:
 
     def _start(self) -> None:
         deadline = self._clock() + self._settings.elastic_timeout_s
+        waiting_said = False
         while True:
             self._discover(fatal=True)
             slots = sum(self._hosts.current_hosts.values())
             if slots >= self._settings.initial_np:
                 break
+            if not waiting_said:
+                self._log(
+                    f"elastic: {slots} slot(s) found, waiting for the {self._settings.initial_np} needed to start "
+                    f"(up to --elastic-timeout {self._settings.elastic_timeout_s:g} s)"
+                )
+                waiting_said = True
             if self._clock() > deadline:
                 raise JobEnded(
                     1,
