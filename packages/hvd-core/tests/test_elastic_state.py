@@ -110,3 +110,28 @@ def test_run_loop_restores_after_a_lost_peer_and_keeps_state_after_host_changes(
         "sync", "train",
     ]  # fmt: skip
     assert state.step == 1  # the last sync brought back the commit (0), then the last try added 1
+
+
+class DictStore:
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+        self.gets: list[str] = []
+
+    def set(self, key: str, value: bytes) -> None:
+        self.data[key] = value
+
+    def get(self, key: str, timeout: float) -> bytes | None:
+        self.gets.append(key)
+        return self.data.get(key)
+
+
+def test_world_store_gives_up_on_a_forming_world_that_lost_a_member() -> None:
+    inner = DictStore()
+    store = assignment.WorldStore(inner, {"HOROVOD_JOB_KEY": "job/gen3"})
+    store.set("job/gen3/world/addr/0", b"here")
+    assert store.get("job/gen3/world/addr/0", 30.0) == b"here"
+    assert store.get("job/gen3/world/addr/1", 0.0) is None  # not there, nobody lost: an ordinary timeout
+    inner.set("job/gen3/lost", b"rank 1 (worker 4, on h1): its process was killed by signal SIGKILL")
+    with pytest.raises(HorovodInternalError, match="a worker of this world was lost: rank 1 \\(worker 4"):
+        store.get("job/gen3/world/addr/1", 30.0)
+    assert store.get("job/gen3/lost", 0.0) is not None  # the report itself is read as it is

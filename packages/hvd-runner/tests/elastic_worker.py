@@ -8,6 +8,9 @@ commits. Faults are injected through the environment, each once per job (a marke
   inside ``save()`` of that step's commit (``KILL_MODE=commit``);
 - ``DIE_IN_RESTORE`` (a worker id) dies inside ``restore()``, at the first reset after another
   fault: while the next world forms;
+- ``DIE_AFTER_ASSIGNMENT`` (a worker id) dies at its first reset after another fault, just after the
+  driver gave it its place in the next world, before its engine connects to the others (the
+  driver's answer is wrapped here to get at that moment);
 - ``FAIL_ON_HOST``: a worker placed on that host exits with status 3 before it joins any world.
 
 At the end each worker prints ``done rank=R size=S steps=N total=T log_ok=B``.
@@ -15,6 +18,7 @@ At the end each worker prints ``done rank=R size=S steps=N total=T log_ok=B``.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -61,6 +65,23 @@ class CountingState(elastic.ObjectState):
             die("inside restore(), as the next world forms")
         super().restore()
 
+
+if os.environ.get("DIE_AFTER_ASSIGNMENT") == WORKER:
+    from horovod.common.elastic import assignment
+
+    request_world = assignment.request_world
+
+    def request_then_die(*args: object, **kwargs: object) -> object:
+        answer = request_world(*args, **kwargs)  # type: ignore[arg-type]
+        if answer.generation > 0 and fire_once("assigned"):
+            die(f"after its assignment to world {answer.generation}")
+        return answer
+
+    assignment.request_world = request_then_die  # type: ignore[assignment]
+
+# What the run loop says when joining a world fails (a peer lost while it formed).
+logging.getLogger("horovod.elastic").addHandler(logging.StreamHandler(sys.stdout))
+logging.getLogger("horovod.elastic").setLevel(logging.INFO)
 
 if os.environ.get("FAIL_ON_HOST") == os.environ.get("HOROVOD_HOSTNAME"):
     print(f"worker {WORKER} refuses to run on {os.environ['HOROVOD_HOSTNAME']}", flush=True)

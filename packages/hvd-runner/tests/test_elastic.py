@@ -110,8 +110,11 @@ def test_too_few_workers_past_elastic_timeout(job_env: dict[str, str], tmp_path:
     [
         ({"KILL_WORKER": "1", "KILL_MODE": "commit"}, "worker 1 dies inside save()"),
         ({"KILL_WORKER": "2", "DIE_IN_RESTORE": "1"}, "worker 1 dies inside restore(), as the next world forms"),
+        # Worker 0 learns of it from the driver's loss report while it waits for worker 1's address,
+        # and gives up on that world at once (not after the backend's connection timeout).
+        ({"KILL_WORKER": "2", "DIE_AFTER_ASSIGNMENT": "1"}, "elastic: joining the new world failed ("),
     ],
-    ids=["during-commit", "during-reset"],
+    ids=["during-commit", "during-reset", "during-connect"],
 )
 def test_worker_killed_at_the_worst_moment(
     job_env: dict[str, str], tmp_path: Path, faults: dict[str, str], expected: str

@@ -215,6 +215,10 @@ def _store_for(core: Any, plugins: Any, env: dict[str, str], topology: Topology,
     """The store connecting this process to its job: the launcher's, or an unused in-memory one for
     one rank or a backend that connects its ranks by itself (an external launcher's, e.g. MPI's)."""
     store = plugins.rendezvous_store(env)
+    if store is not None and elastic_protocol.is_elastic(env):
+        from horovod.common.elastic.assignment import WorldStore
+
+        store = WorldStore(store, env)
     if store is not None:
         return core.CallbackStore(store.set, store.get)
     if topology.size == 1 or connects_itself:

@@ -11,8 +11,10 @@ import itertools
 import logging
 import sys
 import threading
+import time
 from collections.abc import Mapping
 
+from horovod.common.config import failure_report_key
 from horovod.common.elastic import protocol
 from horovod.common.exceptions import HorovodInternalError
 from horovod.common.registry import RendezvousStore
@@ -60,6 +62,39 @@ def request_world(store: RendezvousStore, env: Mapping[str, str]) -> protocol.As
         "worker %s joins world %d as rank %d of %d", worker, assignment.generation, assignment.rank, assignment.size
     )
     return assignment
+
+
+class WorldStore:
+    """The store an elastic world's engine connects through.
+
+    A wait for a peer's key (its address, as the world forms) ends early, with HorovodInternalError,
+    once the driver reports a member of this world lost (``failure_report_key``): the peer will
+    never write it, and waiting for the backend's timeout (30 s) would only delay the next world.
+    """
+
+    #: Seconds between looks at the loss report while waiting for a key.
+    SLICE_S = 0.5
+
+    def __init__(self, store: RendezvousStore, env: Mapping[str, str]) -> None:
+        self._store = store
+        self._lost_key = failure_report_key(env.get("HOROVOD_JOB_KEY", "job"))
+
+    def set(self, key: str, value: bytes) -> None:
+        self._store.set(key, value)
+
+    def get(self, key: str, timeout: float) -> bytes | None:
+        if key == self._lost_key:
+            return self._store.get(key, timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            value = self._store.get(key, max(0.0, min(self.SLICE_S, deadline - time.monotonic())))
+            if value is not None:
+                return value
+            lost = self._store.get(self._lost_key, 0.0)
+            if lost:
+                raise HorovodInternalError(f"a worker of this world was lost: {lost.decode('utf-8', 'replace')}")
+            if time.monotonic() >= deadline:
+                return None
 
 
 def launch(store: RendezvousStore, env: Mapping[str, str]) -> Launch:

@@ -13,7 +13,8 @@ state below needs no locks, and every wait has a deadline:
   ``--reset-limit``, the job ends, non-zero, saying why.
 
 Failures: a worker that fails is replaced on its host at the next world; a host whose workers fail
-a second time is blacklisted (:mod:`.host_manager`), and its remaining workers leave the job.
+a second time is blacklisted (:mod:`.host_manager`), and its remaining workers leave the job,
+unless it is the only host left (blacklisting it would end the job).
 
 Ranks: hosts holding workers of the previous world come first (oldest first), and on each host
 those workers come before new ones, so that rank 0, from which every new world synchronises its
@@ -266,6 +267,11 @@ class ElasticDriver:
         strikes.add(incident)
         if len(strikes) >= FAILURES_BEFORE_BLACKLIST:
             strikes.clear()
+            if not any(h != worker.host for h in self._hosts.current_hosts):
+                # Blacklisting it would end the job: it keeps its workers, whose replacements try again.
+                self._log(f"elastic: host {worker.host}: its workers failed again; it is the last host, so it stays")
+                self._fill_slots()
+                return
             delay = self._hosts.blacklist(worker.host)
             when = "for good" if delay == float("inf") else f"for {delay:.0f} s"
             self._log(
