@@ -8,6 +8,7 @@ commits. Faults are injected through the environment, each once per job (a marke
   inside ``save()`` of that step's commit (``KILL_MODE=commit``);
 - ``DIE_IN_RESTORE`` (a worker id) dies inside ``restore()``, at the first reset after another
   fault: while the next world forms;
+- ``STOP_IN_RESTORE`` (a worker id) stops itself (SIGSTOP) there instead: alive, but it never asks;
 - ``DIE_AFTER_ASSIGNMENT`` (a worker id) dies at its first reset after another fault, just after the
   driver gave it its place in the next world, before its engine connects to the others (the
   driver's answer is wrapped here to get at that moment);
@@ -36,6 +37,7 @@ KILL_WORKER = os.environ.get("KILL_WORKER")
 KILL_AT_STEP = int(os.environ.get("KILL_AT_STEP", "-1"))
 KILL_MODE = os.environ.get("KILL_MODE", "step")
 DIE_IN_RESTORE = os.environ.get("DIE_IN_RESTORE")
+STOP_IN_RESTORE = os.environ.get("STOP_IN_RESTORE")
 MARKERS = os.environ.get("ELASTIC_MARKERS", "")
 
 
@@ -63,6 +65,9 @@ class CountingState(elastic.ObjectState):
     def restore(self) -> None:
         if WORKER == DIE_IN_RESTORE and fire_once("restore"):
             die("inside restore(), as the next world forms")
+        if WORKER == STOP_IN_RESTORE and fire_once("restore"):
+            print(f"worker {WORKER} stops itself inside restore()", flush=True)
+            os.kill(os.getpid(), signal.SIGSTOP)
         super().restore()
 
 

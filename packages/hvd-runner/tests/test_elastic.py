@@ -113,20 +113,26 @@ def test_too_few_workers_past_elastic_timeout(job_env: dict[str, str], tmp_path:
         # Worker 0 learns of it from the driver's loss report while it waits for worker 1's address,
         # and gives up on that world at once (not after the backend's connection timeout).
         ({"KILL_WORKER": "2", "DIE_AFTER_ASSIGNMENT": "1"}, "elastic: joining the new world failed ("),
+        # Alive but frozen: the driver kills it rather than wait --elastic-timeout for it to ask.
+        (
+            {"KILL_WORKER": "2", "STOP_IN_RESTORE": "1"},
+            "worker 1 (on localhost, slot 1) is stopped (SIGSTOP, or a debugger) and a new world waits: killed",
+        ),
     ],
-    ids=["during-commit", "during-reset", "during-connect"],
+    ids=["during-commit", "during-reset", "during-connect", "frozen-during-reset"],
 )
 def test_worker_killed_at_the_worst_moment(
     job_env: dict[str, str], tmp_path: Path, faults: dict[str, str], expected: str
 ) -> None:
-    """A worker dies in the middle of commit(), or while the next world forms after another
-    worker's death: nothing hangs, and the job finishes with every step counted once."""
+    """A worker dies in the middle of commit(), while the next world forms after another worker's
+    death, or as it connects to that world; or it freezes: nothing hangs, and the job finishes with
+    every step counted once."""
     env = {**job_env, "STEPS": "120", "STEP_SLEEP": "0.02", "KILL_AT_STEP": "25", **faults}
     job = ElasticJob(["-np", "3", "--min-np", "1", "-H", "localhost:3"], env, tmp_path)
     code, out, err = job.finish()
     log = "\n".join(err)
     assert code == 0, log
-    assert expected in "\n".join(out), out
+    assert expected in "\n".join(out + err), out + err
     done = done_lines(out)
     assert done and all(d["log_ok"] == "True" and d["steps"] == "120" for d in done), done
     assert len({d["total"] for d in done}) == 1, done

@@ -42,6 +42,8 @@ from horovod.runner.rank_process import RankProcess
 FAILURES_BEFORE_BLACKLIST = 2
 #: Seconds between SIGTERM and SIGKILL for a worker the driver stops.
 STOP_GRACE_S = 3.0
+#: Seconds a worker the next world waits for may stay stopped (SIGSTOP) before it is killed.
+FROZEN_GRACE_S = 5.0
 #: Seconds a worker told to leave (or whose world is over) gets to exit by itself before SIGTERM.
 LEAVE_GRACE_S = 10.0
 
@@ -65,6 +67,8 @@ class Worker:
     report: str = ""
     started_at: float = 0.0
     leaving_at: float = 0.0
+    #: When it was first seen stopped (SIGSTOP) while a new world waited for it.
+    stopped_since: float | None = None
 
     @property
     def alive(self) -> bool:
@@ -391,6 +395,7 @@ class ElasticDriver:
         silent = [w for w in required if w.pending is None]
         elapsed = now - self._broken_since
         if silent:
+            self._stop_frozen(silent, now)
             if elapsed > self._settings.elastic_timeout_s:
                 for w in silent:
                     self._log(
@@ -401,7 +406,7 @@ class ElasticDriver:
             return None
         joining = [w for w in live if w.pending is not None]
         if len(joining) < self._settings.min_np:
-            hopeless = self._no_host_can_come(len(joining))
+            hopeless = self._no_host_can_come()
             if elapsed > self._settings.elastic_timeout_s or hopeless:
                 how_long = (
                     "and no host can come back"
@@ -424,7 +429,21 @@ class ElasticDriver:
         self._form(joining, elapsed)
         return None
 
-    def _no_host_can_come(self, workers: int) -> bool:
+    def _stop_frozen(self, silent: list[Worker], now: float) -> None:
+        """Kills a worker the new world waits for that stays stopped (SIGSTOP, a debugger): it cannot
+        ask to join, and only --elastic-timeout would end the wait. (Only workers of this machine
+        can be seen so.)"""
+        for w in silent:
+            if not w.proc.stopped():
+                w.stopped_since = None
+            elif w.stopped_since is None:
+                w.stopped_since = now
+            elif now - w.stopped_since > FROZEN_GRACE_S and w.terminated_at is None:
+                self._log(f"elastic: {w.name} is stopped (SIGSTOP, or a debugger) and a new world waits: killed")
+                w.proc.kill()
+                w.terminated_at = float("inf")
+
+    def _no_host_can_come(self) -> bool:
         """Whether waiting is pointless: fixed hosts (-H), too few slots, every other host out for good."""
         if not isinstance(self._discovery, FixedHosts):
             return False  # discovery may find hosts any time
