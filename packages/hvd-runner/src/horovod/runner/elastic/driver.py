@@ -252,16 +252,19 @@ class ElasticDriver:
             if member and not worker.leaving:
                 self._finished.append(worker.id)
             return
+        how = worker.report or f"its process {worker.exit.describe()}"
+        if member:
+            # Its peers' engines wait briefly for this line to say whom they lost (and a world still
+            # forming gives up on it at once): published for a leaving member too.
+            rank = self._members.index(worker.id)
+            line = f"rank {rank} (worker {worker.id}, on {worker.host}): {how}"
+            self._publish(failure_report_key(protocol.world_job_key(self._job_key, self._generation)), line.encode())
         if worker.leaving or (self._finished and not member):
             return  # being removed anyway, or a newcomer stopped at the job's end
-        how = worker.report or f"its process {worker.exit.describe()}"
         self._log(f"elastic: {worker.name} failed: {how}")
         if self._finished:
             return  # the job is ending: its status is decided once every member has ended
         if member:
-            rank = self._members.index(worker.id)
-            line = f"rank {rank} (worker {worker.id}, on {worker.host}): {how}"
-            self._publish(failure_report_key(protocol.world_job_key(self._job_key, self._generation)), line.encode())
             self._world_broke(f"{worker.name} failed")
         # One incident counts once: workers of one world failing together (a host losing several to
         # one cause, or one dying while the world recovers from another) are one strike against
