@@ -3,6 +3,7 @@
     python benchmarks/run_all.py [--np 2] [--markdown BENCHMARKS.md]
     python benchmarks/run_all.py --only tensorflow     # just the TensorFlow tables (ops and training)
     python benchmarks/run_all.py --only hosts          # just the collectives across two hosts (root)
+    python benchmarks/run_all.py --only elastic        # a worker SIGKILLed: hvd's elastic recovery against torchrun's
 
 Each figure is a median of repeated runs after warm-up, shown with its spread; every hvd figure
 has its torch.distributed (gloo) counterpart from the same processes, and the ratio is what counts
@@ -30,6 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from elastic_recovery import elastic_section
 from hosts_table import hierarchical_section, hosts_section
 from stats import OUT_OF_PLACE, human_bytes, load_average, spread
 
@@ -40,7 +42,17 @@ SHARED_MEMORY = "through shared memory (its default on one host)"
 # The training benchmark alternates 1-rank and N-rank launches this many times each (see training_table).
 TRAINING_LAUNCH_PAIRS = 3
 # What --only accepts; "tensorflow" stands for both TensorFlow benchmarks.
-BENCHMARKS = ["collectives", "tcp", "hosts", "mpi", "training", "startup", "tensorflow-ops", "tensorflow-training"]
+BENCHMARKS = [
+    "collectives",
+    "tcp",
+    "hosts",
+    "mpi",
+    "training",
+    "startup",
+    "elastic",
+    "tensorflow-ops",
+    "tensorflow-training",
+]
 TENSORFLOW = ["tensorflow-ops", "tensorflow-training"]
 # TensorFlow's C++ start-up chatter (oneDNN notices) would bury the ranks' output.
 TF_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -431,6 +443,8 @@ def main() -> None:
             lines += [*training_table(runs[1], runs[args.np]), ""]
         if "startup" in only:
             lines += [*startup_table(args.np), ""]
+        if "elastic" in only:  # 3 workers whatever --np: one dies, 2 go on (see elastic_recovery.py)
+            lines += [*elastic_section(), ""]
         missing = tensorflow_missing() if only & set(TENSORFLOW) else None
         if missing:
             lines += [f"### TensorFlow: not measured ({missing})", ""]

@@ -114,6 +114,10 @@ class _NonceCache:
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: a rank reuses one connection per thread
+    # A reply goes out as two writes (headers, then body): with Nagle's algorithm on, the body waits
+    # for the client's delayed ACK of the headers, 40 ms on Linux, on every request (measured: a
+    # 2-rank init() took 0.42 s instead of 0.12 s; an elastic world re-formed in 0.37 s, not 0.02 s).
+    disable_nagle_algorithm = True
     server_version = "hvd-rendezvous"
     sys_version = ""
     timeout = 300  # an idle kept-alive connection is closed after this; clients reconnect
