@@ -1,8 +1,8 @@
 """The one implementation behind ``horovod.keras`` and ``horovod.tensorflow.keras`` (Keras 3).
 
 ``EXPORTS`` is what both modules offer, loaded on first use: hvd-core's basics, process sets and
-errors, the collectives, DistributedOptimizer, load_model, Compression, and the ``callbacks``
-submodule.
+errors, the collectives, DistributedOptimizer, load_model, Compression, and the ``callbacks`` and
+``elastic`` submodules.
 """
 
 from __future__ import annotations
@@ -23,6 +23,6 @@ EXPORTS = {
     "horovod._keras.saving": "load_model",
     "horovod._keras.compression": "Compression",
 }
-SUBMODULES = ("callbacks",)
+SUBMODULES = ("callbacks", "elastic")
 
 __all__ = ["EXPORTS", "SUBMODULES", "__version__"]

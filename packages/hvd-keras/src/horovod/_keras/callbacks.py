@@ -18,10 +18,10 @@ from horovod.common.framework_api import Average, size
 
 def broadcast_variables(variables: list[Any], root_rank: int, prefix: str) -> None:
     """Gives every rank ``root_rank``'s values of ``variables`` (all submitted before any is waited for)."""
+    # A variable's own numpy(): keras.ops.convert_to_numpy(v.value) goes through tf.Variable's
+    # __array__, which NumPy 2 warns about (it takes no `copy` argument).
     handles = [
-        hvd_common.broadcast_async(
-            np.array(keras.ops.convert_to_numpy(v.value), order="C"), root_rank, name=f"{prefix}.{i}"
-        )
+        hvd_common.broadcast_async(np.array(v.numpy(), order="C"), root_rank, name=f"{prefix}.{i}")
         for i, v in enumerate(variables)
     ]
     for variable, handle in zip(variables, handles, strict=True):

@@ -38,6 +38,7 @@ _SUBMODULES = (
     "bridge",
     "collectives",
     "compression",
+    "elastic",
     "functions",
     "gradient_tape",
     "gradients",

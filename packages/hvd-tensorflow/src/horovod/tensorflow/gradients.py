@@ -6,6 +6,7 @@ graph), so the engine fuses them and no two ranks can wait on different gradient
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,7 +14,8 @@ import tensorflow as tf
 
 from horovod.common import framework_api as api
 from horovod.common.framework_api import Average, ProcessSet, Sum
-from horovod.tensorflow import collectives, mpi_ops
+from horovod.common.plugin_api import elastic_protocol
+from horovod.tensorflow import bridge, collectives, mpi_ops
 from horovod.tensorflow.compression import Compression
 from horovod.tensorflow.variables import variable_key
 
@@ -53,10 +55,17 @@ class GradientReducer:
         dense_variables = [variables[i] for i in dense] if variables is not None else [None] * len(dense)
         return api.gradient_groups(dense_variables, self.num_groups, self.variable_groups, variable_key)
 
+    @staticmethod
+    def _size_is_fixed() -> bool:
+        """Whether the set's size now is its size whenever this runs. Not in a graph of an elastic
+        worker: a tf.function traced in a world of one rank runs on in the worlds that grow from
+        it, where skipping the reduction would let the ranks' weights drift apart."""
+        return not (bridge.in_graph() and elastic_protocol.is_elastic(os.environ))
+
     def reduce(self, gradients: Sequence[Any], variables: Sequence[Any] | None = None) -> list[Any]:
         """Every gradient reduced over the process set (None stays None)."""
         gradients = list(gradients)
-        if api.set_size(self.process_set) == 1 and self.predivide == 1.0:
+        if api.set_size(self.process_set) == 1 and self.predivide == 1.0 and self._size_is_fixed():
             return gradients
         names = self._names(len(gradients))
         op, pre, post = self.op, 1.0, 1.0

@@ -106,7 +106,9 @@ class TorchState(ObjectState):
         object.__setattr__(self, "_handlers", handlers)
         for name, handler in handlers.items():
             object.__setattr__(self, name, handler.value)
-        super().__init__(bcast_object=broadcast_object, get_rank=_rank, **plain)
+        # hvd-core's defaults: its broadcast_object under one fixed name (the response cache then
+        # serves every commit's check after the first) and its rank.
+        super().__init__(**plain)
 
     def save(self) -> None:
         for handler in self._handlers.values():
@@ -133,9 +135,3 @@ class TorchState(ObjectState):
         if name in handlers:
             handlers[name].value = value  # a new model or optimizer object replaces the tracked one
         super().__setattr__(name, value)
-
-
-def _rank() -> int:
-    from horovod.common import rank
-
-    return rank()
