@@ -28,6 +28,7 @@ import queue
 import signal
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from horovod.common.plugin_api import elastic_protocol as protocol
 from horovod.common.plugin_api import failure_report_key
@@ -35,7 +36,6 @@ from horovod.runner.elastic.discovery import DiscoveryError, FixedHosts, HostDis
 from horovod.runner.elastic.host_manager import HostManager, HostUpdateResult
 from horovod.runner.hosts import Host, place_ranks
 from horovod.runner.local import RankExit
-from horovod.runner.rank_process import RankProcess
 
 #: Failures of a host's workers (incidents, see _worker_exited) after which the host is blacklisted;
 #: the workers lost in the first are replaced in place.
@@ -48,12 +48,29 @@ FROZEN_GRACE_S = 5.0
 LEAVE_GRACE_S = 10.0
 
 
+class WorkerProcess(Protocol):
+    """What the driver needs of a worker's process: horovodrun's :class:`RankProcess` (here or over
+    ssh), or another launcher's (a Ray actor). Its end is reported as a :class:`WorkerExited` event."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def host(self) -> str | None: ...
+
+    def terminate(self) -> None: ...
+
+    def kill(self) -> None: ...
+
+    def stopped(self) -> bool: ...
+
+
 @dataclasses.dataclass
 class Worker:
     id: int
     host: str
     slot: int
-    proc: RankProcess
+    proc: WorkerProcess
     #: The last world it joined (-1: none yet).
     generation: int = -1
     #: The sequence number of its unanswered request for a place in the next world.
@@ -125,7 +142,7 @@ class WorkerReported:
 Event = WorkerAsked | WorkerExited | WorkerReported
 
 #: Starts worker ``id`` in ``slot`` of ``host``; returns its process (output already attached).
-WorkerStarter = Callable[[int, str, int], RankProcess]
+WorkerStarter = Callable[[int, str, int], WorkerProcess]
 
 
 class ElasticDriver:

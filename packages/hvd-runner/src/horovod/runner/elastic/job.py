@@ -110,7 +110,7 @@ def run_elastic_job(settings: ElasticSettings, argv: Sequence[str], *, log: Call
             log=log,
             check_host=check_host,
         )
-        server.watch(_watcher(job_key, driver))
+        server.watch(store_watcher(job_key, driver))
         if job.verbose and job_network.description:
             log(f"network: {job_network.description}")
         try:
@@ -141,7 +141,7 @@ def _is_remote(host: str) -> bool:
     return not is_local(host)
 
 
-def _watcher(job_key: str, driver: ElasticDriver) -> Callable[[str, bytes], None]:
+def store_watcher(job_key: str, driver: ElasticDriver) -> Callable[[str, bytes], None]:
     """Turns the workers' writes to the store into the driver's events (in the server's threads)."""
     requests = protocol.request_prefix(job_key)
     reports = exit_report.key_prefix(job_key) + exit_report.WORKER_PREFIX

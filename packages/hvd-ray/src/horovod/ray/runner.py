@@ -1,0 +1,253 @@
+"""``RayExecutor``: a Horovod job whose workers are Ray actors (Horovod's API)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from horovod.ray import placement
+from horovod.ray.rendezvous import JobRendezvous
+from horovod.ray.settings import RaySettings
+from horovod.ray.worker import BaseHorovodWorker
+
+#: Seconds the other workers get, once one has failed, to end by themselves (their collectives fail
+#: within moments of a lost peer) before the executor reports the failure.
+FAILURE_GRACE_S = 10.0
+
+
+class WorkerError(RuntimeError):
+    """A worker's function raised, or its actor died; names the rank."""
+
+    def __init__(self, rank: int, message: str) -> None:
+        super().__init__(message)
+        self.rank = rank
+
+
+class RayExecutor:
+    """Runs Horovod workers as Ray actors: ``start()``, then ``run``/``execute`` functions on every
+    worker (results by rank), then ``shutdown()``.
+
+    ``num_workers`` workers packed onto as few nodes as fit, or ``num_hosts`` nodes with
+    ``num_workers_per_host`` each (Horovod's older spelling: ``num_slots``, ``cpus_per_slot``,
+    ``gpus_per_slot``). Each worker reserves ``cpus_per_worker`` CPUs (and ``gpus_per_worker``
+    GPUs with ``use_gpu``) in a placement group. Call ``ray.init()`` first.
+    """
+
+    @classmethod
+    def create_settings(
+        cls,
+        timeout_s: int = 30,
+        ssh_identity_file: str | None = None,
+        ssh_str: str | None = None,
+        placement_group_timeout_s: int = 100,
+        nics: list[str] | None = None,
+    ) -> RaySettings:
+        return RaySettings(timeout_s, ssh_identity_file, ssh_str, placement_group_timeout_s, nics)
+
+    def __init__(
+        self,
+        settings: RaySettings | None = None,
+        num_workers: int | None = None,
+        num_hosts: int | None = None,
+        num_workers_per_host: int = 1,
+        cpus_per_worker: float = 1,
+        use_gpu: bool = False,
+        gpus_per_worker: float | None = None,
+        use_current_placement_group: bool = True,
+        *,
+        num_slots: int | None = None,
+        cpus_per_slot: float | None = None,
+        gpus_per_slot: float | None = None,
+        min_workers: int | None = None,
+        max_workers: int | None = None,
+    ) -> None:
+        if min_workers is not None or max_workers is not None:
+            raise ValueError(
+                "RayExecutor(min_workers=..., max_workers=...): elastic jobs on Ray run with "
+                "horovod.ray.ElasticRayExecutor"
+            )
+        if num_slots is not None:  # Horovod's older names: num_hosts x num_slots
+            if num_hosts is None and num_workers is None:
+                num_workers = num_slots
+            else:
+                num_workers_per_host = num_slots
+        cpus = cpus_per_slot if cpus_per_slot is not None else cpus_per_worker
+        gpus = gpus_per_slot if gpus_per_slot is not None else gpus_per_worker
+        self.settings = settings or RaySettings()
+        self._plan = placement.layout(num_workers, num_hosts, num_workers_per_host, cpus, (gpus or 1) if use_gpu else 0)
+        self._use_current_placement_group = use_current_placement_group
+        self.workers: list[Any] = []  # actor handles, by rank
+        self._group: Any = None
+        self._own_group = False
+        self._rendezvous: JobRendezvous | None = None
+
+    @property
+    def num_workers(self) -> int:
+        return self._plan.num_workers
+
+    # --- starting -------------------------------------------------------------------------------
+
+    def start(
+        self,
+        executable_cls: Callable[..., Any] | None = None,
+        executable_args: list[Any] | None = None,
+        executable_kwargs: dict[str, Any] | None = None,
+        extra_env_vars: dict[str, str] | None = None,
+    ) -> None:
+        """Places the workers, forms the Horovod job (ranks by node) and, with ``executable_cls``,
+        makes ``executable_cls(*executable_args, **executable_kwargs)`` in every worker."""
+        import ray
+
+        if not ray.is_initialized():
+            raise RuntimeError("RayExecutor.start(): Ray is not initialised; call ray.init() first")
+        if self.workers:
+            raise RuntimeError("RayExecutor.start(): already started; call shutdown() first")
+        try:
+            self._start(ray, extra_env_vars or {})
+            self._call_all("start_executable", executable_cls, executable_args, executable_kwargs)
+        except BaseException:
+            self.shutdown()
+            raise
+
+    def _start(self, ray: Any, extra_env: dict[str, str]) -> None:
+        from ray.util.placement_group import get_current_placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        current = get_current_placement_group() if self._use_current_placement_group else None
+        if current is not None:
+            self._group = current
+        else:
+            self._group = placement.reserve(self._plan, self.settings.placement_group_timeout_s)
+            self._own_group = True
+        actor = ray.remote(BaseHorovodWorker)
+        for i in range(self._plan.num_workers):
+            strategy = PlacementGroupSchedulingStrategy(
+                self._group,
+                placement_group_bundle_index=-1 if current is not None else i // self._plan.workers_per_bundle,
+            )
+            options: dict[str, Any] = {"num_cpus": self._plan.cpus_per_worker, "scheduling_strategy": strategy}
+            if self._plan.gpus_per_worker:
+                options["num_gpus"] = self._plan.gpus_per_worker
+            self.workers.append(actor.options(**options).remote())
+        infos = self._get([w.node_info.remote() for w in self.workers], "reporting its node")
+        placements = placement.ranks_by_node([node for node, _, _ in infos])
+        self.workers = [w for _, w in sorted(zip((p.rank for p in placements), self.workers, strict=True))]
+        placements.sort(key=lambda p: p.rank)
+        self._rendezvous = JobRendezvous(self.settings.nics, self.settings.timeout_s, extra_env)
+        envs = [
+            self._rendezvous.rank_env(
+                p.rank, p.size, (p.local_rank, p.local_size), (p.cross_rank, p.cross_size), p.hostname
+            )
+            for p in placements
+        ]
+        self._get(
+            [w.update_env_vars.remote(env) for w, env in zip(self.workers, envs, strict=True)], "taking its environment"
+        )
+
+    def _get(self, refs: list[Any], doing: str) -> list[Any]:
+        import ray
+
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=self.settings.timeout_s)
+        if len(ready) < len(refs):
+            late = [i for i, r in enumerate(refs) if r not in ready]
+            raise TimeoutError(
+                f"worker(s) {late} did not finish {doing} within {self.settings.timeout_s} s (timeout_s)"
+            )
+        return list(ray.get(refs))
+
+    # --- running --------------------------------------------------------------------------------
+
+    def run(
+        self,
+        fn: Callable[..., Any],
+        args: list[Any] | None = None,
+        kwargs: dict[str, Any] | None = None,
+        callbacks: list[Callable[[Any], None]] | None = None,
+    ) -> list[Any]:
+        """``fn(*args, **kwargs)`` on every worker; the results by rank. Raises :class:`WorkerError`
+        naming the first rank that failed (its exception, or its actor's death)."""
+        return self._gather(self.run_remote(fn, args, kwargs), callbacks)
+
+    def run_remote(
+        self, fn: Callable[..., Any], args: list[Any] | None = None, kwargs: dict[str, Any] | None = None
+    ) -> list[Any]:
+        """As ``run``, without waiting: one ObjectRef per worker, by rank."""
+        self._check_started()
+        return [w.run.remote(fn, args, kwargs) for w in self.workers]
+
+    def execute(self, fn: Callable[[Any], Any], callbacks: list[Callable[[Any], None]] | None = None) -> list[Any]:
+        """``fn(executable)`` on every worker (the object ``start`` made, or None); results by rank."""
+        self._check_started()
+        return self._gather([w.execute.remote(fn) for w in self.workers], callbacks)
+
+    def execute_single(self, fn: Callable[[Any], Any]) -> Any:
+        """``fn(executable)`` on rank 0 only."""
+        self._check_started()
+        return self._gather([self.workers[0].execute.remote(fn)], None)[0]
+
+    def _check_started(self) -> None:
+        if not self.workers:
+            raise RuntimeError("the RayExecutor is not started: call start() first")
+
+    def _gather(self, refs: list[Any], callbacks: list[Callable[[Any], None]] | None) -> list[Any]:
+        """Every ref's value, by rank; each result handed to the callbacks as it arrives. On the first
+        failure the others get FAILURE_GRACE_S to end (their collectives fail), then it is raised."""
+        import ray
+
+        rank_of = {ref: rank for rank, ref in enumerate(refs)}
+        results: dict[int, Any] = {}
+        pending = list(refs)
+        first: WorkerError | None = None
+        deadline = float("inf")
+        while pending and time.monotonic() < deadline:
+            ready, pending = ray.wait(pending, num_returns=1, timeout=0.5)
+            for ref in ready:
+                rank = rank_of[ref]
+                try:
+                    results[rank] = ray.get(ref)
+                except Exception as error:
+                    if first is None:
+                        first = WorkerError(rank, _describe(rank, error))
+                        first.__cause__ = error
+                        deadline = time.monotonic() + FAILURE_GRACE_S
+                    continue
+                for callback in callbacks or ():
+                    callback(results[rank])
+        if first is not None:
+            raise first
+        return [results[r] for r in range(len(refs))]
+
+    # --- ending ---------------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Ends every worker actor, frees the placement group (when this executor made it) and stops
+        the rendezvous server. Idempotent."""
+        import ray
+
+        for worker in self.workers:
+            ray.kill(worker, no_restart=True)
+        self.workers = []
+        if self._group is not None and self._own_group:
+            from ray.util.placement_group import remove_placement_group
+
+            remove_placement_group(self._group)
+        self._group = None
+        if self._rendezvous is not None:
+            self._rendezvous.stop()
+            self._rendezvous = None
+
+    def _call_all(self, method: str, *args: Any) -> list[Any]:
+        return self._gather([getattr(w, method).remote(*args) for w in self.workers], None)
+
+
+def _describe(rank: int, error: BaseException) -> str:
+    """What a worker's failure says: its exception, or that its actor died."""
+    from ray.exceptions import RayActorError, RayTaskError
+
+    if isinstance(error, RayTaskError):
+        cause = error.cause if error.cause is not None else error
+        return f"rank {rank} failed: {type(cause).__name__}: {cause}"
+    if isinstance(error, RayActorError):
+        return f"rank {rank}'s worker actor died (its process was killed or crashed): {error}"
+    return f"rank {rank} failed: {type(error).__name__}: {error}"

@@ -1,0 +1,77 @@
+"""The Ray actor that is one Horovod worker: its environment, an optional object of the user's, and
+the functions the executor runs in it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+#: What an elastic worker's run ends with when the driver told it to leave (it raised SystemExit(0)).
+LEFT = "left"
+
+
+@contextlib.contextmanager
+def _shutdown_on_failure() -> Iterator[None]:
+    """A function that raises ends Horovod in this worker, as a failing horovodrun rank's exit does:
+    its peers' collectives then fail at once, naming it, instead of waiting for it (the actor lives
+    on, and a later run's init() starts Horovod again)."""
+    try:
+        yield
+    except BaseException:
+        from horovod.common import shutdown
+
+        shutdown()
+        raise
+
+
+class BaseHorovodWorker:
+    """One worker (a Ray actor). The executor sets its Horovod environment before anything runs."""
+
+    def __init__(self) -> None:
+        self.executable: Any = None
+
+    def node_info(self) -> tuple[str, str, int]:
+        """(Ray node id, host name, pid): the node decides the worker's local rank."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id(), socket.gethostname(), os.getpid()
+
+    def update_env_vars(self, env_vars: Mapping[str, str]) -> None:
+        os.environ.update({str(k): str(v) for k, v in env_vars.items()})
+
+    def env_vars(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    def start_executable(
+        self,
+        executable_cls: Callable[..., Any] | None = None,
+        executable_args: list[Any] | None = None,
+        executable_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        if executable_cls is not None:
+            self.executable = executable_cls(*(executable_args or []), **(executable_kwargs or {}))
+
+    def execute(self, func: Callable[[Any], Any]) -> Any:
+        """``func(executable)``: the object ``start`` made, or None."""
+        with _shutdown_on_failure():
+            return func(self.executable)
+
+    def run(self, func: Callable[..., Any], args: list[Any] | None = None, kwargs: dict[str, Any] | None = None) -> Any:
+        with _shutdown_on_failure():
+            return func(*(args or []), **(kwargs or {}))
+
+    def run_elastic(self, func: Callable[[], Any]) -> tuple[str, int, Any]:
+        """An elastic worker's whole life: ``("done", rank, result)``, or ``(LEFT, -1, None)`` when the
+        driver told it to leave (init() raised SystemExit(0), which would otherwise end the actor)."""
+        try:
+            result = func()
+        except SystemExit as leaving:
+            if leaving.code in (0, None):
+                return LEFT, -1, None
+            raise
+        from horovod.common import is_initialized, rank
+
+        return "done", rank() if is_initialized() else -1, result
