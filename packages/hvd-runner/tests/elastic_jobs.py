@@ -76,6 +76,7 @@ def assert_finished_consistently(stdout: list[str], size: int, steps: int) -> No
     assert len(done) == size, stdout
     assert sorted(int(d["rank"]) for d in done) == list(range(size))
     assert all(d["size"] == str(size) and d["steps"] == str(steps) and d["log_ok"] == "True" for d in done), done
+    assert all(int(d["syncs_checked"]) >= 1 for d in done), done  # the state was equal on every worker at each
     assert len({d["total"] for d in done}) == 1, done
 
 

@@ -29,6 +29,7 @@ import numpy as np
 
 import horovod.common as hvd
 from horovod.common import elastic
+from horovod.common.framework_api import allgather_object
 
 WORKER = os.environ.get("HOROVOD_ELASTIC_WORKER_ID", "?")
 STEPS = int(os.environ.get("STEPS", "100"))
@@ -96,8 +97,19 @@ hvd.init()
 state = CountingState(step=0, total=0, log=[])
 
 
+syncs_checked = 0
+
+
 @elastic.run
 def train(state: CountingState) -> None:
+    # Entered after every sync (and after a reset that needed none): every worker's state must be
+    # the same here, whatever world it comes from.
+    global syncs_checked
+    mine = (state.step, state.total, tuple(state.log))
+    views = allgather_object(mine, name="state.check")
+    if any(view != mine for view in views):
+        raise AssertionError(f"worker {WORKER}: states differ after a sync: {views}")
+    syncs_checked += 1
     while state.step < STEPS:
         if KILL_MODE == "step" and WORKER == KILL_WORKER and state.step == KILL_AT_STEP and fire_once("step"):
             die(f"at step {state.step}")
@@ -112,7 +124,7 @@ def train(state: CountingState) -> None:
 train(state)
 print(
     f"done rank={hvd.rank()} size={hvd.size()} steps={state.step} total={state.total} "
-    f"log_ok={state.log == list(range(STEPS))}",
+    f"log_ok={state.log == list(range(STEPS))} syncs_checked={syncs_checked}",
     flush=True,
 )
 hvd.shutdown()
