@@ -101,10 +101,9 @@ def test_rank_calling_sys_exit(backend: str) -> None:
     ("kwargs", "error", "message"),
     [
         ({"np": 0}, UsageError, "np=0 must be a positive integer"),
-        ({"min_np": 1}, NotSupportedError, r"elastic training through horovod.run \(--min-np\) is not supported yet"),
-        ({"max_np": 4}, NotSupportedError, "elastic training"),
-        ({"slots": 2}, NotSupportedError, "elastic training"),
-        ({"reset_limit": 1}, NotSupportedError, "elastic training"),
+        ({"max_np": 4}, UsageError, "an elastic job needs --min-np"),
+        ({"slots": 2}, UsageError, "only apply to elastic jobs"),
+        ({"reset_limit": 1}, UsageError, "only apply to elastic jobs"),
         ({"use_mpi": True}, NotSupportedError, r"horovod.run through mpirun \(--mpi\) is not supported yet"),
         ({"mpi_args": "-x A"}, UsageError, r"--mpi-args only apply when mpirun starts the ranks"),
         ({"hosts": "localhost:x"}, UsageError, "slots 'x'"),

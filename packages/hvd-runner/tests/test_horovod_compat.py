@@ -17,7 +17,7 @@ import horovod
 import horovod.runner
 from conftest import horovodrun, python_ranks
 from horovod.runner import cli, launch, settings
-from horovod.runner.errors import NotSupportedError, UsageError
+from horovod.runner.errors import UsageError
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -177,18 +177,15 @@ def test_run_refuses_contradictions(kwargs: dict, message: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "flag"),
+    ("kwargs", "message"),
     [
-        ({"min_num_proc": 1}, "--min-np"),
-        ({"max_num_proc": 4}, "--max-np"),
-        ({"cooldown_range": (10, 100)}, "--blacklist-cooldown-range"),
-        ({"host_discovery_script": "discover.sh"}, "--host-discovery-script"),
+        ({"max_num_proc": 4}, "an elastic job needs --min-np"),
+        ({"cooldown_range": (10, 100)}, "only apply to elastic jobs"),
+        ({"min_num_proc": 2, "max_num_proc": 1}, "does not hold"),
     ],
 )
-def test_elastic_parameters_are_refused_for_now(kwargs: dict, flag: str) -> None:
-    with pytest.raises(
-        NotSupportedError, match=f"elastic training through horovod.run \\({flag}\\) is not supported yet"
-    ):
+def test_elastic_parameters_are_checked(kwargs: dict, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
         horovod.run(print, **kwargs)
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from horovod.runner import settings as settings_mod
-from horovod.runner.errors import NotSupportedError, UsageError
+from horovod.runner.errors import UsageError
 
 
 def _log(message: str) -> None:
@@ -84,9 +84,12 @@ def run(
     (on top of this process's). ``executable`` is
     the ranks' Python interpreter (default: this one).
 
-    Raises ``RuntimeError`` naming the first rank that failed, with its traceback; ``ValueError``
-    for bad arguments, and for elastic runs (``min_num_proc``, ``max_num_proc``, ``slots``,
-    ``reset_limit``, ``cooldown_range``, ``host_discovery_script``) and MPI ones (``use_mpi``,
+    ``min_num_proc``, ``max_num_proc`` or ``host_discovery_script`` make the run elastic (as
+    ``horovodrun``'s flags do; ``func`` then uses ``hvd.elastic.run``): the results are those of
+    the workers of the last world, by their rank in it.
+
+    Raises ``RuntimeError`` naming the first rank that failed, with its traceback (an elastic run:
+    the driver's reason); ``ValueError`` for bad arguments, and for MPI runs (``use_mpi``,
     ``mpi_args``), not supported yet.
     """
     if not callable(func):
@@ -123,17 +126,19 @@ def run(
         ns.nics = _nics("network_interface", network_interface) or None
     elif network_interfaces is not None:
         ns.nics = _nics("network_interfaces", network_interfaces) or None
-    if any(getattr(ns, dest) is not None for dest in settings_mod.ELASTIC_FLAGS):
-        given = ", ".join(flag for dest, flag in settings_mod.ELASTIC_FLAGS.items() if getattr(ns, dest) is not None)
-        raise NotSupportedError(
-            f"elastic training through horovod.run ({given})", "run the script elastically with horovodrun --min-np"
-        )
-    job_settings = settings_mod.from_namespace(ns)
+    elastic = settings_mod.is_elastic(ns)
+    if elastic:
+        from horovod.runner.elastic import settings as elastic_settings
+
+        if np is None and num_proc == 1:
+            ns.num_proc = None  # the default, not asked for: an elastic job starts with --min-np
+        job_settings: Any = elastic_settings.from_namespace(ns)
+    else:
+        job_settings = settings_mod.from_namespace(ns)
 
     import cloudpickle
 
     from horovod.runner import task_fn
-    from horovod.runner.job import run_job
 
     with tempfile.TemporaryDirectory(prefix="hvd-run-") as directory:
         os.chmod(directory, 0o700)
@@ -142,25 +147,57 @@ def run(
         with open(os.path.join(directory, "sys_path.json"), "w", encoding="utf-8") as f:
             json.dump([p for p in sys.path if isinstance(p, str)], f)
         command = [executable or sys.executable, "-m", "horovod.runner.task_fn", directory]
-        outcome = run_job(job_settings, command, extra_env=env, log=_log)
+        if elastic:
+            return _run_elastic(job_settings, command, env, directory)
+        from horovod.runner.job import run_job
 
+        outcome = run_job(job_settings, command, extra_env=env, log=_log)
         if outcome.failed is not None:
             rank = outcome.failed.rank
             raise RuntimeError(
                 f"horovod.run: rank {rank} {outcome.failed.describe()}"
                 + _traceback_of(task_fn.error_path(directory, rank))
             )
-        results = []
-        for rank in range(job_settings.size):
-            path = task_fn.result_path(directory, rank)
-            if not os.path.exists(path):
-                raise RuntimeError(
-                    f"horovod.run: rank {rank} exited with code 0 without returning a result"
-                    + _traceback_of(task_fn.error_path(directory, rank))
-                )
-            with open(path, "rb") as f:
-                results.append(cloudpickle.load(f))
-        return results
+        return _results(directory, range(job_settings.size))
+
+
+def _run_elastic(settings: Any, command: list[str], env: Mapping[str, str] | None, directory: str) -> list[Any]:
+    """An elastic horovod.run: the results of the workers of the last world, by their rank there."""
+    from horovod.runner.elastic.job import run_elastic_job
+
+    code = run_elastic_job(settings, command, log=_log, extra_env=env)
+    if code != 0:
+        errors = sorted(f for f in os.listdir(directory) if f.startswith("error."))
+        detail = "".join(_traceback_of(os.path.join(directory, f)) for f in errors[:1])
+        raise RuntimeError(
+            f"horovod.run: the elastic job failed with status {code} (its reason is logged above)" + detail
+        )
+    ranks = sorted(
+        int(f[len("result.") : -len(".pkl")])
+        for f in os.listdir(directory)
+        if f.startswith("result.") and f[len("result.") : -len(".pkl")].isdigit()
+    )
+    if ranks != list(range(len(ranks))):
+        raise RuntimeError(f"horovod.run: the elastic job ended with results of ranks {ranks}, not of a whole world")
+    return _results(directory, ranks)
+
+
+def _results(directory: str, ranks: Any) -> list[Any]:
+    import cloudpickle
+
+    from horovod.runner import task_fn
+
+    results = []
+    for rank in ranks:
+        path = task_fn.result_path(directory, rank)
+        if not os.path.exists(path):
+            raise RuntimeError(
+                f"horovod.run: rank {rank} exited with code 0 without returning a result"
+                + _traceback_of(task_fn.error_path(directory, rank))
+            )
+        with open(path, "rb") as f:
+            results.append(cloudpickle.load(f))
+    return results
 
 
 def _traceback_of(path: str) -> str:

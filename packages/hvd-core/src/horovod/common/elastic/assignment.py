@@ -32,6 +32,11 @@ def current() -> protocol.Assignment | None:
     return _current
 
 
+#: Public name of :func:`current` (``horovod.common.elastic.last_assignment``): the place a worker
+#: had in the last world it joined (rank, size...), also after ``shutdown()``.
+last_assignment = current
+
+
 def request_world(store: RendezvousStore, env: Mapping[str, str]) -> protocol.Assignment:
     """Asks the driver for a place in the next world and waits for it (``HOROVOD_ELASTIC_TIMEOUT``).
 

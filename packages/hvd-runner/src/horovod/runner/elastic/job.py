@@ -7,7 +7,7 @@ import secrets
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from horovod.common.plugin_api import elastic_protocol as protocol
 from horovod.runner import exit_report, network, worker_env
@@ -30,9 +30,15 @@ from horovod.runner.settings import JobSettings
 _WORKER_WAIT_S = 7 * 24 * 3600
 
 
-def run_elastic_job(settings: ElasticSettings, argv: Sequence[str], *, log: Callable[[str], None]) -> int:
+def run_elastic_job(
+    settings: ElasticSettings,
+    argv: Sequence[str],
+    *,
+    log: Callable[[str], None],
+    extra_env: Mapping[str, str] | None = None,
+) -> int:
     """Runs ``argv`` as the workers of an elastic job; returns horovodrun's exit status."""
-    base = dict(os.environ)
+    base = {**os.environ, **(extra_env or {})}
     secret = auth.new_secret()
     job_key = "hvd-" + secrets.token_hex(8)
     job = settings.job
