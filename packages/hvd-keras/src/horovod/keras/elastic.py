@@ -1,23 +1,7 @@
-"""Horovod's elastic Keras API (horovod._keras.elastic): KerasState, the callbacks, run."""
+"""Horovod's elastic Keras API (horovod.keras.elastic): KerasState, the callbacks, run; implemented once in
+:mod:`horovod._keras.elastic`."""
 
-from horovod._keras.elastic import (
-    CommitStateCallback,
-    KerasState,
-    ObjectState,
-    State,
-    UpdateBatchStateCallback,
-    UpdateEpochStateCallback,
-    run,
-    run_fn,
-)
+from horovod._keras import elastic as _implementation
+from horovod._keras.elastic import *  # noqa: F403 - the one implementation, re-exported whole
 
-__all__ = [
-    "CommitStateCallback",
-    "KerasState",
-    "ObjectState",
-    "State",
-    "UpdateBatchStateCallback",
-    "UpdateEpochStateCallback",
-    "run",
-    "run_fn",
-]
+__all__ = _implementation.__all__

@@ -6,9 +6,9 @@ Ray is imported when an executor is used, not when this module is.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from horovod.common.plugin_api import lazy_exports
 from horovod.ray.version import __version__
 
 if TYPE_CHECKING:
@@ -17,23 +17,12 @@ if TYPE_CHECKING:
     from horovod.ray.runner import WorkerError as WorkerError
     from horovod.ray.worker import BaseHorovodWorker as BaseHorovodWorker
 
-_WHERE = {
-    "RayExecutor": "runner",
-    "WorkerError": "runner",
-    "ElasticRayExecutor": "elastic",
-    "BaseHorovodWorker": "worker",
-}
-__all__ = ["__version__", *sorted(_WHERE)]
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'horovod.ray' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"horovod.ray.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__, _names = lazy_exports(
+    "horovod.ray",
+    globals(),
+    {"runner": "RayExecutor WorkerError", "elastic": "ElasticRayExecutor", "worker": "BaseHorovodWorker"},
+    ("elastic", "placement", "rendezvous", "runner", "settings", "worker"),
+    framework="ray",
+    install_hint="pip install ray",
+)
+__all__ = ["__version__", *_names]

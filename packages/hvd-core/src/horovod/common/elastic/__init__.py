@@ -11,11 +11,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from horovod.common.elastic.assignment import last_assignment as last_assignment
     from horovod.common.elastic.loop import run as run
     from horovod.common.elastic.loop import run_fn as run_fn
     from horovod.common.elastic.notifications import WorkerNotificationManager as WorkerNotificationManager
     from horovod.common.elastic.notifications import notification_manager as notification_manager
-    from horovod.common.elastic.assignment import last_assignment as last_assignment
     from horovod.common.elastic.protocol import HostUpdateResult as HostUpdateResult
     from horovod.common.elastic.state import ObjectState as ObjectState
     from horovod.common.elastic.state import State as State

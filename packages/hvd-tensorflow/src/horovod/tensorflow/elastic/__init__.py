@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from horovod.common.elastic import ObjectState, State, run_fn
+from horovod.common.elastic import run as common_run
 from horovod.common.plugin_api import lazy_exports
 from horovod.tensorflow.elastic.errors import raising_horovod_errors
 
@@ -23,13 +24,6 @@ if TYPE_CHECKING:
     from horovod.tensorflow.elastic.state import TensorFlowState as TensorFlowState
 
 _R = TypeVar("_R")
-
-
-def _reset() -> None:
-    from horovod.tensorflow import init, shutdown
-
-    shutdown()
-    init()
 
 
 def run(func: Callable[..., _R]) -> Callable[..., _R]:
@@ -42,7 +36,7 @@ def run(func: Callable[..., _R]) -> Callable[..., _R]:
     hvd's kernels) counts as ``HorovodInternalError``. Collectives must not be the call to ``func``
     itself (new workers would run them while the others synchronise).
     """
-    return run_fn(raising_horovod_errors(func), _reset)
+    return common_run(raising_horovod_errors(func))
 
 
 __getattr__, __dir__, _names = lazy_exports(
