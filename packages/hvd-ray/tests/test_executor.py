@@ -143,12 +143,19 @@ def test_shutdown_leaves_no_actor_and_no_process() -> None:
         alive_actors = [
             a for a in actors().values() if a["ActorClassName"] == "BaseHorovodWorker" and a["State"] != "DEAD"
         ]
-        alive_pids = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        alive_pids = [p for p in pids if _running(p)]
         if (not alive_actors and not alive_pids) or time.monotonic() > deadline:
             break
         time.sleep(0.2)
     assert not alive_actors and not alive_pids, (alive_actors, alive_pids)
     assert ray.available_resources().get("CPU") == ray.cluster_resources()["CPU"]  # placement group freed
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:  # gone between the listing and the look
+        return False
 
 
 def test_placement_that_cannot_be_satisfied_times_out_naming_it() -> None:
