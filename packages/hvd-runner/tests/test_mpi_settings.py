@@ -208,7 +208,7 @@ def test_ssh_flags_on_local_hosts_have_no_effect() -> None:
         (["-np", "3", "-H", "localhost:2"], "-np 3 asks for more processes than the 2 slots"),
         (["-H", "localhost:x"], "slots 'x'"),
         ([], "-np/--num-proc is required"),
-        (["-np", "2", "--min-np", "1"], r"elastic training \(--min-np\) is not supported yet"),
+        (["-np", "2", "--min-np", "1"], r"elastic training through mpirun \(--min-np\) is not supported yet"),
         (["-np", "2", "--network-interface", "hvd-nonexistent0"], "no interface named"),
     ],
 )

@@ -47,14 +47,8 @@ from hvdtorch_testutil import cluster
 
 Parameter = inspect.Parameter
 
-ELASTIC = "elastic training is not implemented yet (issue: elastic)"
-
 # Deliberate absences, by module (every entry of it) or by (module, name): strict xfails.
-EXPECTED_MISSING: dict[str | tuple[str, str], str] = {
-    "horovod.torch.elastic": ELASTIC,
-    "horovod.common.elastic": ELASTIC,
-    ("horovod.torch", "elastic"): ELASTIC,
-}
+EXPECTED_MISSING: dict[str | tuple[str, str], str] = {}
 
 
 def _expected_missing(module: str, name: str) -> str | None:
