@@ -185,3 +185,29 @@ def test_two_mpi_libraries_in_one_process_are_refused() -> None:
 )
 def test_mpi_launchers_are_recognised_by_their_variables(env: dict, expected: bool) -> None:
     assert launcher.started_by_mpi_launcher(env) is expected
+
+
+def process_sets_from_split() -> tuple:
+    from mpi4py import MPI
+
+    world = MPI.COMM_WORLD
+    sub = world.Split(color=world.rank % 2, key=world.rank)  # Horovod's example: each rank its half
+    mine = hvd.ProcessSet(sub)
+    hvd.init(process_sets=[mine])
+    total = float(hvd.allreduce(np.full(1, world.rank, np.float32), op=hvd.Sum, name="half", process_set=mine)[0])
+    root = max(mine.ranks)  # a global rank, as Horovod's root_rank is
+    got = float(hvd.broadcast(np.array([world.rank * 10.0]), root_rank=root, name="b", process_set=mine)[0])
+    result = (mine.ranks, mine.process_set_id, mine.size(), mine.rank(), total, got, mine.mpi_comm is sub)
+    hvd.barrier()
+    hvd.shutdown()
+    sub.Free()
+    return result
+
+
+def test_process_sets_from_communicators() -> None:
+    results = _mpirun.run_once(process_sets_from_split, 3)
+    assert results == [
+        ([0, 2], 1, 2, 0, 2.0, 20.0, True),
+        ([1], 2, 1, 0, 1.0, 10.0, True),
+        ([0, 2], 1, 2, 1, 2.0, 20.0, True),
+    ]

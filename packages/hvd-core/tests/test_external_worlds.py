@@ -174,3 +174,68 @@ def test_a_world_needing_another_backend_than_requested_is_refused() -> None:
         )
 
     run_cluster(case, 1)
+
+
+class Group:
+    def __init__(self, members: list[int]) -> None:
+        self.members = members
+
+
+class SplitComm:
+    """A communicator of some of the world's ranks, as MPI.COMM_WORLD.Split makes them."""
+
+    def __init__(self, members: list[int]) -> None:
+        self.members = members
+
+    def Get_group(self) -> Group:  # noqa: N802 - mpi4py's name, which marks a communicator
+        return Group(self.members)
+
+
+class SetPlugin:
+    """Translates SplitComm objects into world ranks, as the MPI plugin translates communicators."""
+
+    @hookimpl
+    def hvd_process_set_ranks(self, comm: Any, world: Any, backend: str) -> list[int] | None:
+        if not isinstance(comm, SplitComm):
+            return None
+        if state.topology().rank not in comm.members:
+            raise ValueError("this process is not a member of that communicator")
+        return comm.members
+
+
+def test_process_sets_from_communicators_differ_per_rank_and_all_get_registered() -> None:
+    get_plugin_manager().register(SetPlugin(), name="fake-sets")
+
+    def case() -> tuple:
+        job_rank = state.slot().launch.topology.rank
+        mine = hvd.ProcessSet(SplitComm([r for r in range(3) if r % 2 == job_rank % 2]))  # Horovod's Split example
+        listed = hvd.ProcessSet([0, 1])
+        hvd.init(process_sets=[mine, listed])
+        total = hvd.allreduce(np.full(1, job_rank + 1, np.float32), op=hvd.Sum, name="mine", process_set=mine)
+        return mine.ranks, mine.process_set_id, mine.size(), float(total[0]), listed.process_set_id
+
+    # The list-based set is registered first (id 1); then the union of every rank's sets, sorted.
+    assert run_cluster(case, 3) == [([0, 2], 2, 2, 4.0, 1), ([1], 3, 1, 2.0, 1), ([0, 2], 2, 2, 4.0, 1)]
+
+
+def test_a_process_set_communicator_refused_on_one_rank_fails_on_every_rank() -> None:
+    get_plugin_manager().register(SetPlugin(), name="fake-sets")
+
+    def case() -> str:
+        job_rank = state.slot().launch.topology.rank
+        foreign = hvd.ProcessSet(SplitComm([0] if job_rank == 1 else [0, 1]))  # rank 1 is not a member of its own
+        return expect_error(ValueError, (), lambda: hvd.init(process_sets=[foreign]))
+
+    for message in run_cluster(case, 2):
+        assert message == "rank 1: this process is not a member of that communicator", message
+    assert not hvd.is_initialized()
+
+
+def test_a_communicator_no_plugin_understands() -> None:
+    def case() -> str:
+        return expect_error(ValueError, (), lambda: hvd.init(process_sets=[hvd.ProcessSet(SplitComm([0]))]))
+
+    (message,) = run_cluster(case, 1)
+    assert "rank 0: ProcessSet(<SplitComm>): no installed plugin understands it" in message
+    with pytest.raises(ValueError, match="registered by hvd.init"):
+        hvd.add_process_set(hvd.ProcessSet(SplitComm([0])))

@@ -92,6 +92,21 @@ def hvd_init_world(comm: Any, job: Topology, backend: str, env: Mapping[str, str
     """
 
 
+@hookspec(firstresult=True)
+def hvd_process_set_ranks(comm: Any, world: Any, backend: str) -> list[int] | None:
+    """The ranks, in the world ``init(comm=world)`` forms, of the members of ``comm``: an object given
+    to ``ProcessSet(...)`` that a plugin understands (an mpi4py communicator), or None when the plugin
+    does not understand it (the first non-None answer wins).
+
+    ``world`` is what ``init()`` was given (None: the whole job; a sorted list of job ranks; or a
+    communicator) and ``backend`` the backend serving it. Called by every member of the world during
+    ``init()``, for each such process set this process was given; raise ValueError for a ``comm``
+    that cannot be a process set of this world (this process not a member, another world's).
+
+    .. versionadded:: 0.2
+    """
+
+
 # --- Lifecycle: around the engine's life in this process. ------------------------------------------
 
 

@@ -72,6 +72,11 @@ def init(comm: Sequence[int] | Any | None = None, process_sets: Sequence[Any] | 
         if process_sets == "dynamic":
             env["HOROVOD_DYNAMIC_PROCESS_SETS"] = "1"
             process_sets = None
+        static_sets = list(process_sets or [])
+        from_comms = [ps for ps in static_sets if ps.mpi_comm is not None]
+        static_sets = [ps for ps in static_sets if ps.mpi_comm is None]
+        if from_comms:  # registered once the engine runs (comm_process_sets), as dynamic sets are
+            env["HOROVOD_DYNAMIC_PROCESS_SETS"] = "1"
         job = launch.topology
         plugins = get_plugin_manager()
         world_size = len(set(comm)) if isinstance(comm, (list, tuple, range)) else job.size
@@ -89,7 +94,6 @@ def init(comm: Sequence[int] | Any | None = None, process_sets: Sequence[Any] | 
             key_prefix=key_prefix,
             local_rank=topology.local_rank if comm is None else None,
         )
-        static_sets = list(process_sets or [])
         settings.process_sets = [ps.ranks for ps in static_sets]
 
         backend = _core.Backend.load(spec.library_path())
@@ -107,7 +111,24 @@ def init(comm: Sequence[int] | Any | None = None, process_sets: Sequence[Any] | 
         if slot is state.process_slot:
             _core.publish_engine(engine)  # native framework kernels submit to the process's engine
             _shutdown_at_exit()
+        if from_comms:  # every rank has them (its own communicators), as Horovod requires
+            _register_comm_sets(slot, plugins, engine, from_comms, comm, spec.name, static_sets)
     plugins.after_init(topology.rank, topology.size, spec.name)
+
+
+def _register_comm_sets(
+    slot: state.Slot, plugins: Any, engine: Any, sets: list[Any], world: Any, backend: str, listed: list[Any]
+) -> None:
+    """Process sets made from communicators; when that fails (on any rank) Horovod is stopped here
+    too, as every rank raises."""
+    from horovod.common import comm_process_sets
+
+    try:
+        comm_process_sets.register(plugins, engine, sets, world, backend, listed)
+    except BaseException:
+        if slot.context is not None:
+            _end(slot, slot.context)
+        raise
 
 
 _exit_hook_installed = False

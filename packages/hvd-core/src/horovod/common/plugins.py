@@ -335,6 +335,13 @@ class PluginManager:
             "hvd_init_world", self._pm.hook.hvd_init_world(comm=comm, job=job, backend=backend, env=env)
         )
 
+    def process_set_ranks(self, comm: Any, world: Any, backend: str) -> list[int] | None:
+        """The world ranks of the members of ``comm`` (a ``ProcessSet`` made from a communicator),
+        from the plugin that understands it; None when none does."""
+        self.load()
+        ranks = self._pm.hook.hvd_process_set_ranks(comm=comm, world=world, backend=backend)  # a firstresult hook
+        return None if ranks is None else [int(r) for r in ranks]
+
     # --- lifecycle ---------------------------------------------------------------------------
 
     def after_init(self, rank: int, size: int, backend: str) -> None:

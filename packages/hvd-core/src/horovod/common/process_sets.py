@@ -16,23 +16,22 @@ class ProcessSet:
     until it is registered.
     """
 
-    def __init__(self, ranks_or_comm: Sequence[int]) -> None:
-        ranks = ranks_or_comm  # Horovod's parameter name: scripts pass it by keyword
-        if not isinstance(ranks, (list, tuple, range)):
-            if hasattr(ranks, "Get_rank"):  # an mpi4py communicator
-                raise ValueError(
-                    "ProcessSet(<MPI communicator>) is not supported yet by hvd; give the set's ranks "
-                    "(comm.Get_group() translated to the world's ranks)"
-                )
-            ranks = list(ranks)
-        if any(not isinstance(r, int) or isinstance(r, bool) for r in ranks):
-            raise ValueError(f"process set ranks must be integers, got {list(ranks)!r}")
-        if len(set(ranks)) != len(ranks):
-            raise ValueError(f"process set ranks must be distinct, got {list(ranks)!r}")
-        self.ranks: list[int] = sorted(ranks)
-        self.process_set_id: int | None = None
+    def __init__(self, ranks_or_comm: Sequence[int] | Any) -> None:
         #: The MPI communicator the set was made from (Horovod's attribute); None for a list of ranks.
         self.mpi_comm: Any = None
+        self.process_set_id: int | None = None
+        self.ranks: list[int] = []
+        if not isinstance(ranks_or_comm, (list, tuple, range)) and hasattr(ranks_or_comm, "Get_group"):
+            # An mpi4py communicator (Horovod's ProcessSet(comm)): its members' ranks in the world
+            # are known once init() forms that world (lifecycle.register_comm_sets).
+            self.mpi_comm = ranks_or_comm
+            return
+        ranks = list(ranks_or_comm)
+        if any(not isinstance(r, int) or isinstance(r, bool) for r in ranks):
+            raise ValueError(f"process set ranks must be integers, got {ranks!r}")
+        if len(set(ranks)) != len(ranks):
+            raise ValueError(f"process set ranks must be distinct, got {ranks!r}")
+        self.ranks = sorted(ranks)
 
     def _context_engine(self) -> Any | None:
         if self.process_set_id is None or not state.is_initialized():
@@ -70,6 +69,8 @@ class ProcessSet:
         return hash((tuple(self.ranks), self.process_set_id))
 
     def __repr__(self) -> str:
+        if self.mpi_comm is not None and self.process_set_id is None:
+            return f"ProcessSet(mpi_comm={self.mpi_comm!r}, not registered)"
         return f"ProcessSet(process_set_id={self.process_set_id}, ranks={self.ranks})"
 
 
@@ -108,6 +109,8 @@ def add_process_set(process_set: ProcessSet | Sequence[int]) -> ProcessSet:
     ps = process_set if isinstance(process_set, ProcessSet) else ProcessSet(process_set)
     if ps.process_set_id is not None:
         raise ValueError(f"{ps!r} is already registered")
+    if ps.mpi_comm is not None:
+        raise ValueError("a ProcessSet made from an MPI communicator is registered by hvd.init(process_sets=[...])")
     engine = state.context().engine
     handle = engine.add_process_set(ps.ranks)
     handle.wait()

@@ -39,6 +39,35 @@ def world_of(comm: Any, env: Mapping[str, str]) -> ExternalWorld:
     return ExternalWorld(runtime.topology(of_selected_world=True), backend="mpi")
 
 
+def ranks_in_world(comm: Any, world: Any, backend: str) -> list[int]:
+    """The ranks, in hvd's world, of the members of ``comm`` (Horovod's ``ProcessSet(comm)``).
+
+    ``world`` is what ``init()`` was given: None (MPI_COMM_WORLD), a sorted list of its ranks, or a
+    communicator. Only the MPI backend shares MPI's ranks with hvd's world.
+    """
+    from mpi4py import MPI
+
+    if backend != "mpi":
+        raise ValueError(
+            f"ProcessSet(<mpi4py communicator>) needs the MPI backend (the job started by mpirun), not {backend!r}"
+        )
+    if comm == MPI.COMM_NULL:
+        raise ValueError("ProcessSet(MPI.COMM_NULL): this process is not a member of that communicator")
+    if is_mpi4py_comm(world):
+        world_group, positions = world.Get_group(), None
+    else:
+        world_group = MPI.COMM_WORLD.Get_group()
+        positions = None if world is None else {r: i for i, r in enumerate(world)}
+    members = comm.Get_group().Translate_ranks(list(range(comm.Get_size())), world_group)
+    if any(r == MPI.UNDEFINED for r in members):
+        raise ValueError(f"ProcessSet(<communicator of {comm.Get_size()} ranks>): not every member is in hvd's world")
+    if positions is not None:
+        if any(r not in positions for r in members):
+            raise ValueError(f"ProcessSet(<communicator>): ranks {members} are not all in init(comm={list(world)})")
+        members = [positions[r] for r in members]
+    return sorted(int(r) for r in members)
+
+
 def _check_same_mpi(mpi4py_version: str, backend_version: str) -> None:
     """Two MPI libraries in one process cannot share a communicator: refuse clearly."""
 

@@ -75,3 +75,13 @@ def hvd_init_world(comm: Any, job: Topology, backend: str, env: Mapping[str, str
     runtime.initialize(env)
     runtime.select_world(ranks=comm)  # comm: None (every rank) or the sorted ranks init() was given
     return None
+
+
+@hookimpl
+def hvd_process_set_ranks(comm: Any, world: Any, backend: str) -> list[int] | None:
+    """An mpi4py communicator given to ProcessSet(...): its members' ranks in the world init() formed."""
+    from horovod.backends.mpi import comms
+
+    if not comms.is_mpi4py_comm(comm):
+        return None
+    return comms.ranks_in_world(comm, world, backend)
