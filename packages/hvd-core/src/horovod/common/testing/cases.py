@@ -225,6 +225,39 @@ def case_join() -> int:
     return last
 
 
+def case_join_contributions() -> None:
+    """What a joined rank contributes until every rank has joined (hvd completes every collective
+    then, where Horovod refuses all but allreduce; the README of hvd-torch lists the same)."""
+    hvd.init()
+    n, rank = hvd.size(), hvd.rank()
+    if n < 2:
+        return
+    joined = n - 1  # joins at once; the others run every collective while it waits
+    active = list(range(n - 1))
+    if rank != joined:
+        average = hvd.allreduce(np.full(2, rank + 1.0), op=hvd.Average, name="jc.average")
+        assert average.tolist() == [sum(r + 1.0 for r in active) / n] * 2, average  # divided by every rank
+        top = hvd.allreduce(np.full(2, -(rank + 1), np.int64), op=hvd.Max, name="jc.max")
+        assert top.tolist() == [-1, -1], top  # the joined rank is left out (Horovod's zeros would give 0)
+        product = hvd.allreduce(np.full(2, rank + 2.0), op=hvd.Product, name="jc.product")
+        assert product.tolist() == [float(np.prod([r + 2.0 for r in active]))] * 2, product
+        rows = hvd.allgather(np.full((rank + 1, 1), rank, np.int32), name="jc.gather")
+        assert rows[:, 0].tolist() == [r for r in active for _ in range(r + 1)], rows
+        root = hvd.broadcast(np.array([rank * 10.0]), root_rank=0, name="jc.bcast")
+        assert root.tolist() == [0.0], root
+        received, splits = hvd.alltoall(np.full((n, 1), rank, np.int32), name="jc.alltoall")
+        assert received[:, 0].tolist() == active and splits.tolist() == [1] * (n - 1) + [0], (received, splits)
+        mine = hvd.reducescatter(np.ones((n, 2), np.float32), op=hvd.Sum, name="jc.reducescatter")
+        assert mine.tolist() == [[float(n - 1)] * 2], mine  # this rank's row, summed over the active ranks
+        missing_root = expect_error(
+            hvd.CollectiveMismatchError, (), lambda: hvd.broadcast(np.zeros(1), root_rank=joined, name="jc.orphan")
+        )
+        assert f"{joined}" in missing_root, missing_root
+    last = hvd.join()
+    everyone = hvd.allgather(np.array([last], np.int32), name="jc.last").tolist()
+    assert everyone == [last] * n and last in active, everyone  # the last to join: one of the active ranks
+
+
 def case_static_process_sets() -> None:
     n = _size_from_env()
     if n < 2:  # with one rank every subset is the global set, which cannot be registered twice

@@ -68,6 +68,9 @@ class BackendConformance:
         for np in self.world_sizes:
             assert self.run(cases.case_join, np) == [np - 1] * np
 
+    def test_join_contributions(self) -> None:
+        self._each_size(cases.case_join_contributions)
+
     def test_static_process_sets(self) -> None:
         if self.supports_process_sets:
             self._each_size(cases.case_static_process_sets)
