@@ -351,6 +351,7 @@ def test_hookspecs_follow_the_contract() -> None:
         "hvd_rendezvous_store",
         "hvd_external_launch",
         "hvd_init_world",
+        "hvd_process_set_ranks",
         "hvd_after_init",
         "hvd_before_shutdown",
     }
