@@ -104,7 +104,10 @@ def test_a_burst_is_negotiated_whole_beside_a_thread_blocked_on_earlier_work() -
     # did not, once, on two busy cores). It adds no wait here: every rank's caller waits at once.
     env = {"HOROVOD_CPU_OPERATIONS": "gloo", "OMP_NUM_THREADS": "1", "HOROVOD_CYCLE_TIME": "2000"}
     for before, after in horovod.run(_burst_beside_a_parked_thread, args=(50,), np=2, env=env, start_timeout=120):
-        assert after - before == 1, (before, after)
+        # Piece by piece would be 50 calls. Whole is 1; 2 when the peer was still submitting its part
+        # as this rank's caller began to wait, and the round took what both had (seen once in CI
+        # with the 2 s cycle, on two busy cores): what the test guards against is the 50.
+        assert 1 <= after - before <= 2, (before, after)
 
 
 def _fused_batch_beside_a_joined_rank() -> list:
