@@ -60,9 +60,6 @@ class ActorProcess:
         self.outcome: tuple[str, int, Any] | None = None
         self.error: BaseException | None = None
 
-    def where(self) -> str:
-        return f"actor {self._actor}"
-
     def wait(self) -> int:
         """The actor's run to its end: 0 when it returned, 1 when it raised, -9 when the actor died."""
         import ray
@@ -86,9 +83,6 @@ class ActorProcess:
     kill = terminate
 
     def stopped(self) -> bool:
-        return False
-
-    def group_alive(self) -> bool:
         return False
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import secrets
 
-from horovod.runner import worker_env
 from horovod.runner.job import common_environment
 from horovod.runner.rendezvous import auth
 from horovod.runner.rendezvous.server import DEFAULT_MAX_VALUE_BYTES, RendezvousServer
@@ -51,16 +50,6 @@ class JobRendezvous:
         )
         self.env["HOROVOD_GLOO_TIMEOUT_SECONDS"] = str(gloo_timeout_s)
         self.env.update(extra_env or {})
-
-    def rank_env(
-        self, rank: int, size: int, local: tuple[int, int], cross: tuple[int, int], host: str
-    ) -> dict[str, str]:
-        env = dict(self.env)
-        env[worker_env.RANK], env[worker_env.SIZE] = str(rank), str(size)
-        env[worker_env.LOCAL_RANK], env[worker_env.LOCAL_SIZE] = str(local[0]), str(local[1])
-        env[worker_env.CROSS_RANK], env[worker_env.CROSS_SIZE] = str(cross[0]), str(cross[1])
-        env[worker_env.HOSTNAME] = host
-        return env
 
     def stop(self) -> None:
         self.server.stop()

@@ -10,6 +10,7 @@ from horovod.ray import placement
 from horovod.ray.rendezvous import JobRendezvous
 from horovod.ray.settings import RaySettings
 from horovod.ray.worker import BaseHorovodWorker
+from horovod.runner.job import placement_environment
 
 #: Seconds the other workers get, once one has failed, to end by themselves (their collectives fail
 #: within moments of a lost peer) before the executor reports the failure.
@@ -135,12 +136,7 @@ class RayExecutor:
         self.workers = [w for _, w in sorted(zip((p.rank for p in placements), self.workers, strict=True))]
         placements.sort(key=lambda p: p.rank)
         self._rendezvous = JobRendezvous(self.settings.nics, self.settings.timeout_s, extra_env)
-        envs = [
-            self._rendezvous.rank_env(
-                p.rank, p.size, (p.local_rank, p.local_size), (p.cross_rank, p.cross_size), p.hostname
-            )
-            for p in placements
-        ]
+        envs = [placement_environment(self._rendezvous.env, p) for p in placements]
         self._get(
             [w.update_env_vars.remote(env) for w, env in zip(self.workers, envs, strict=True)], "taking its environment"
         )

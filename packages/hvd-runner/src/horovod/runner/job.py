@@ -17,6 +17,7 @@ from typing import TextIO
 from horovod.common.plugin_api import failure_report_key
 from horovod.runner import exit_report, loss_report, network, worker_env
 from horovod.runner import settings as settings_mod
+from horovod.runner.hosts import Placement
 from horovod.runner.local import DEFAULT_GRACE_S, LocalJob, Outcome, RankSpec, Report, start_here
 from horovod.runner.output import OutputRouter
 from horovod.runner.rank_process import RankProcess, RemoteRankProcess
@@ -62,33 +63,17 @@ def common_environment(
     return common
 
 
-def rank_environments(
-    settings: JobSettings,
-    base: Mapping[str, str],
-    *,
-    job_key: str,
-    addr: str,
-    port: int,
-    secret: bytes,
-    max_value: int,
-    nics: Sequence[str] = (),
-) -> list[dict[str, str]]:
-    """The full environment of each rank: the common one, then its place in the job."""
-    common = common_environment(
-        settings, base, job_key=job_key, addr=addr, port=port, secret=secret, max_value=max_value, nics=nics
-    )
-    envs = []
-    for p in settings.placements:
-        env = dict(common)
-        env[worker_env.RANK] = str(p.rank)
-        env[worker_env.SIZE] = str(p.size)
-        env[worker_env.LOCAL_RANK] = str(p.local_rank)
-        env[worker_env.LOCAL_SIZE] = str(p.local_size)
-        env[worker_env.CROSS_RANK] = str(p.cross_rank)
-        env[worker_env.CROSS_SIZE] = str(p.cross_size)
-        env[worker_env.HOSTNAME] = p.hostname
-        envs.append(env)
-    return envs
+def placement_environment(common: Mapping[str, str], p: Placement) -> dict[str, str]:
+    """``common`` with the variables of one rank's place in the job (``HOROVOD_RANK``...)."""
+    env = dict(common)
+    env[worker_env.RANK] = str(p.rank)
+    env[worker_env.SIZE] = str(p.size)
+    env[worker_env.LOCAL_RANK] = str(p.local_rank)
+    env[worker_env.LOCAL_SIZE] = str(p.local_size)
+    env[worker_env.CROSS_RANK] = str(p.cross_rank)
+    env[worker_env.CROSS_SIZE] = str(p.cross_size)
+    env[worker_env.HOSTNAME] = p.hostname
+    return env
 
 
 def run_job(
@@ -131,7 +116,7 @@ def run_job(
                     losses.rank_reported(int(rank), reason)
 
         server.watch(on_set)
-        envs = rank_environments(
+        common = common_environment(
             settings,
             base,
             job_key=job_key,
@@ -141,6 +126,7 @@ def run_job(
             max_value=max_value,
             nics=job_network.nics,
         )
+        envs = [placement_environment(common, p) for p in settings.placements]
         if settings.verbose:
             if job_network.description:
                 log(f"network: {job_network.description}")

@@ -182,7 +182,6 @@ class ElasticDriver:
         self._last_update_ts = 0.0
         self._finished: list[int] = []  # members that ended training successfully
         self._announced = False  # whether the running world was told of new workers ready to join
-        self._world_formed_at: float | None = None
 
     # --- the loop -------------------------------------------------------------------------------
 
@@ -534,7 +533,6 @@ class ElasticDriver:
             w.generation = self._generation
         self._broken_since = None
         self._announced = False
-        self._world_formed_at = self._clock()
         layout = ", ".join(f"{h}:{len(by_host[h])}" for h in hosts)
         self._log(f"elastic: world {self._generation} formed in {elapsed:.1f} s: {len(ordered)} worker(s) on {layout}")
 
@@ -623,11 +621,3 @@ class ElasticDriver:
         hosts = ", ".join(f"{h}:{s}" for h, s in self._hosts.current_hosts.items()) or "none"
         blacklisted = self._hosts.blacklisted_hosts()
         return hosts + (f"; blacklisted: {', '.join(blacklisted)}" if blacklisted else "")
-
-    @property
-    def generation(self) -> int:
-        return self._generation
-
-    @property
-    def resets(self) -> int:
-        return self._resets

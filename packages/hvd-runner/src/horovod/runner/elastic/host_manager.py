@@ -78,10 +78,6 @@ class HostManager:
         """Whether a blacklisted host will be usable again (its cool-down ends)."""
         return any(entry.until != float("inf") and self.is_blacklisted(h) for h, entry in self._blacklist.items())
 
-    def refresh(self) -> HostUpdateResult:
-        """Lets hosts whose cool-down ended come back (called between discoveries)."""
-        return self._recompute()
-
     def _recompute(self) -> HostUpdateResult:
         usable = {h: s for h, s in self._discovered.items() if not self.is_blacklisted(h)}
         result = HostUpdateResult.no_update

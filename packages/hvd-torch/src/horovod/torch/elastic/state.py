@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -13,72 +14,46 @@ from horovod.torch.objects import allgather_object, broadcast_object
 
 
 class _Handler:
-    """How one kind of attribute is saved, restored and synchronised."""
+    """One tracked object (a model, an optimizer, a sampler): saved as a deep copy of its
+    ``state_dict``, restored with ``load_state_dict``, synchronised from rank 0 by ``sync``."""
 
-    def __init__(self, value: Any) -> None:
+    def __init__(self, value: Any, sync: Callable[[Any], None], reset: Callable[[Any], None] | None = None) -> None:
         self.value = value
+        self._sync = sync
+        self._reset = reset
         self.save()
 
     def save(self) -> None:
-        raise NotImplementedError
+        self._saved = copy.deepcopy(self.value.state_dict())
 
     def restore(self) -> None:
-        raise NotImplementedError
+        self.value.load_state_dict(self._saved)
 
     def sync(self) -> None:
-        raise NotImplementedError
+        self._sync(self.value)
 
     def reset(self) -> None:
         """A new world formed."""
+        if self._reset is not None:
+            self._reset(self.value)
 
 
-class _ModelHandler(_Handler):
-    def save(self) -> None:
-        self._saved = copy.deepcopy(self.value.state_dict())
-
-    def restore(self) -> None:
-        self.value.load_state_dict(self._saved)
-
-    def sync(self) -> None:
-        broadcast_parameters(self.value.state_dict(), root_rank=0)
-
-
-class _OptimizerHandler(_Handler):
-    def save(self) -> None:
-        self._saved = copy.deepcopy(self.value.state_dict())
-
-    def restore(self) -> None:
-        self.value.load_state_dict(self._saved)
-
-    def sync(self) -> None:
-        broadcast_optimizer_state(self.value, root_rank=0)
-
-
-class _SamplerHandler(_Handler):
-    def save(self) -> None:
-        self._saved = copy.deepcopy(self.value.state_dict())
-
-    def restore(self) -> None:
-        self.value.load_state_dict(self._saved)
-
-    def sync(self) -> None:
-        # Every rank's record, united (record_indices records a rank's own only), then rank 0's epoch.
-        processed: set[int] = set().union(*allgather_object(self.value.processed_indices, name="__hvd.elastic.sampler"))
-        state = self.value.state_dict()
-        state["processed_indices"] = processed
-        self.value.load_state_dict(broadcast_object(state, root_rank=0, name="__hvd.elastic.sampler.state"))
-
-    def reset(self) -> None:
-        self.value.reset()  # repartitioned over the new world even when no sync follows
+def _sync_sampler(sampler: ElasticSampler) -> None:
+    # Every rank's record, united (record_indices records a rank's own only), then rank 0's epoch.
+    processed: set[int] = set().union(*allgather_object(sampler.processed_indices, name="__hvd.elastic.sampler"))
+    state = sampler.state_dict()
+    state["processed_indices"] = processed
+    sampler.load_state_dict(broadcast_object(state, root_rank=0, name="__hvd.elastic.sampler.state"))
 
 
 def _handler_for(value: Any) -> _Handler | None:
     if isinstance(value, torch.nn.Module):
-        return _ModelHandler(value)
+        return _Handler(value, lambda model: broadcast_parameters(model.state_dict(), root_rank=0))
     if isinstance(value, torch.optim.Optimizer):
-        return _OptimizerHandler(value)
+        return _Handler(value, lambda optimizer: broadcast_optimizer_state(optimizer, root_rank=0))
     if isinstance(value, ElasticSampler):
-        return _SamplerHandler(value)
+        # Repartitioned over the new world even when no sync follows (only hosts removed).
+        return _Handler(value, _sync_sampler, reset=ElasticSampler.reset)
     return None
 
 
