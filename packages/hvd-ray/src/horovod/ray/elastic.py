@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from horovod.common.plugin_api import elastic_protocol
-from horovod.ray.rendezvous import JobRendezvous
+from horovod.ray.rendezvous import start_rendezvous
 from horovod.ray.settings import ElasticRaySettings
 from horovod.ray.worker import LEFT, BaseHorovodWorker
 from horovod.runner import worker_env
@@ -155,7 +155,7 @@ class ElasticRayExecutor:
         if not self._started:
             raise RuntimeError("the ElasticRayExecutor is not started: call start() first")
         s = self.settings
-        rendezvous = JobRendezvous(s.nics, s.timeout_s, self._env_vars)
+        rendezvous = start_rendezvous(s.nics, s.timeout_s, self._env_vars)
         rendezvous.env[elastic_protocol.ELASTIC] = "1"
         # The driver bounds every world's forming (see horovod.runner.elastic.job).
         rendezvous.env[elastic_protocol.ELASTIC_TIMEOUT] = str(7 * 24 * 3600)

@@ -2,17 +2,14 @@
 
 ``num_workers`` packs the workers into as few nodes as fit (strategy ``PACK``, one bundle per
 worker); ``num_hosts`` x ``num_workers_per_host`` puts each host's workers in one bundle, the
-bundles on different nodes (``STRICT_SPREAD``). Ranks are then given node by node (nodes in the
-order their first worker was created), so that local ranks count the workers of one node, as
-Horovod defines them.
+bundles on different nodes (``STRICT_SPREAD``). Ranks are then given node by node
+(``horovod.runner.hosts.ranks_by_host``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
-
-from horovod.runner.hosts import Host, Placement, place_ranks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,14 +66,3 @@ def reserve(plan: Layout, timeout_s: float) -> Any:
             f"{ray.cluster_resources()}, of which {ray.available_resources()} are free"
         )
     return group
-
-
-def ranks_by_node(nodes: list[str]) -> list[Placement]:
-    """For workers on ``nodes`` (a node per worker, in creation order): each worker's placement, in
-    the same order. Ranks go node by node, in the order each node's first worker was created."""
-    order = list(dict.fromkeys(nodes))
-    placements = place_ranks([Host(n, nodes.count(n)) for n in order], len(nodes))
-    by_node: dict[str, list[Placement]] = {}
-    for p in placements:
-        by_node.setdefault(p.hostname, []).append(p)
-    return [by_node[n].pop(0) for n in nodes]

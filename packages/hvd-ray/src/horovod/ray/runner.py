@@ -7,10 +7,12 @@ from collections.abc import Callable
 from typing import Any
 
 from horovod.ray import placement
-from horovod.ray.rendezvous import JobRendezvous
+from horovod.ray.rendezvous import start_rendezvous
 from horovod.ray.settings import RaySettings
 from horovod.ray.worker import BaseHorovodWorker
+from horovod.runner.hosts import ranks_by_host
 from horovod.runner.job import placement_environment
+from horovod.runner.rendezvous.job import JobRendezvous
 
 #: Seconds the other workers get, once one has failed, to end by themselves (their collectives fail
 #: within moments of a lost peer) before the executor reports the failure.
@@ -132,10 +134,10 @@ class RayExecutor:
                 options["num_gpus"] = self._plan.gpus_per_worker
             self.workers.append(actor.options(**options).remote())
         infos = self._get([w.node_info.remote() for w in self.workers], "reporting its node")
-        placements = placement.ranks_by_node([node for node, _, _ in infos])
+        placements = ranks_by_host([node for node, _, _ in infos])
         self.workers = [w for _, w in sorted(zip((p.rank for p in placements), self.workers, strict=True))]
         placements.sort(key=lambda p: p.rank)
-        self._rendezvous = JobRendezvous(self.settings.nics, self.settings.timeout_s, extra_env)
+        self._rendezvous = start_rendezvous(self.settings.nics, self.settings.timeout_s, extra_env)
         envs = [placement_environment(self._rendezvous.env, p) for p in placements]
         self._get(
             [w.update_env_vars.remote(env) for w, env in zip(self.workers, envs, strict=True)], "taking its environment"

@@ -183,3 +183,15 @@ def place_ranks(hosts: list[Host], np: int) -> list[Placement]:
             )
             rank += 1
     return placements
+
+
+def ranks_by_host(hosts: list[str]) -> list[Placement]:
+    """For workers that another system placed (a host per worker, in the order they were made):
+    each worker's placement, in the same order. Ranks go host by host, in the order each host's
+    first worker appears, so that local ranks count the workers of one host, as Horovod defines them."""
+    order = list(dict.fromkeys(hosts))
+    placements = place_ranks([Host(h, hosts.count(h)) for h in order], len(hosts))
+    by_host: dict[str, list[Placement]] = {}
+    for p in placements:
+        by_host.setdefault(p.hostname, []).append(p)
+    return [by_host[h].pop(0) for h in hosts]

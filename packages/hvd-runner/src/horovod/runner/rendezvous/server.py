@@ -46,9 +46,12 @@ class StoreFull(Exception):
 class _Store:
     """The keys and values, with waiting for keys that do not exist yet."""
 
-    def __init__(self, max_keys: int, max_total_bytes: int) -> None:
+    def __init__(self, max_keys: int, max_total_bytes: int, transient_prefix: str | None = None) -> None:
         #: Called (outside the lock) after each set, with the key and value: the launcher watches keys.
         self.on_set: Callable[[str, bytes], None] | None = None
+        #: Keys under this prefix are only handed to ``on_set``, never stored: a stream of values
+        #: (the workers' output) that nobody reads back and that would otherwise fill the store.
+        self._transient_prefix = transient_prefix
         self._data: dict[str, bytes] = {}
         self._bytes = 0
         self._max_keys = max_keys
@@ -57,6 +60,10 @@ class _Store:
         self._closing = False
 
     def set(self, key: str, value: bytes) -> None:
+        if self._transient_prefix is not None and key.startswith(self._transient_prefix):
+            if self.on_set is not None:
+                self.on_set(key, value)
+            return
         with self._changed:
             old = self._data.get(key)
             new_bytes = self._bytes + len(value) - (len(old) if old is not None else 0)
@@ -274,12 +281,13 @@ class RendezvousServer:
         max_total_bytes: int = DEFAULT_MAX_TOTAL_BYTES,
         max_wait_s: float = DEFAULT_MAX_WAIT_S,
         max_clock_skew_s: float = auth.MAX_CLOCK_SKEW_S,
+        transient_prefix: str | None = None,
     ) -> None:
         if len(secret) < 16:
             raise ValueError("the rendezvous secret must have at least 16 bytes")
         self._httpd = _HTTPServer((host, port), _Handler, bind_and_activate=True)
         self._httpd.secret = secret
-        self._httpd.store = _Store(max_keys, max_total_bytes)
+        self._httpd.store = _Store(max_keys, max_total_bytes, transient_prefix)
         # A nonce must be remembered as long as its timestamp could be accepted: skew both ways.
         self._httpd.nonces = _NonceCache(2 * max_clock_skew_s + 1)
         self._httpd.max_value_bytes = max_value_bytes

@@ -1,0 +1,103 @@
+"""horovod.spark.run on a real local Spark: ranks as barrier tasks, collectives between them,
+results by rank, failures named by rank, output forwarded."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+import horovod.spark
+from horovod.spark import RankFailed
+
+
+def collectives_job() -> dict:
+    import numpy as np
+    import torch
+
+    import horovod.torch as hvd
+
+    hvd.init()
+    try:
+        rank, size = hvd.rank(), hvd.size()
+        total = hvd.allreduce(torch.tensor([float(rank + 1)]), op=hvd.Sum).item()
+        gathered = hvd.allgather(torch.tensor([[rank]] * (rank + 1))).flatten().tolist()
+        root = hvd.broadcast(torch.tensor([rank * 10]), root_rank=size - 1).item()
+        print(f"hello from rank {rank}", flush=True)
+        return {
+            "rank": rank,
+            "size": size,
+            "local_rank": hvd.local_rank(),
+            "local_size": hvd.local_size(),
+            "sum": total,
+            "gathered": gathered,
+            "root": root,
+            "np": int(np.int64(7)),
+        }
+    finally:
+        hvd.shutdown()
+
+
+@pytest.mark.parametrize("num_proc", [2, 3])
+def test_run_returns_results_by_rank_and_the_collectives_work(spark: object, num_proc: int) -> None:
+    out = io.StringIO()
+    results = horovod.spark.run(collectives_job, num_proc=num_proc, stdout=out, start_timeout=120, verbose=0)
+    assert [r["rank"] for r in results] == list(range(num_proc))
+    for r in results:
+        assert r["size"] == num_proc
+        assert r["local_size"] == num_proc  # every task runs on this host
+        assert r["sum"] == sum(range(1, num_proc + 1))
+        assert r["gathered"] == [i for i in range(num_proc) for _ in range(i + 1)]
+        assert r["root"] == (num_proc - 1) * 10
+    assert sorted(r["local_rank"] for r in results) == list(range(num_proc))
+    for rank in range(num_proc):
+        assert f"[{rank}]<stdout>:hello from rank {rank}" in out.getvalue()
+
+
+def add(a: int, b: int, *, scale: int) -> int:
+    import os
+
+    return (a + b) * scale + int(os.environ["HOROVOD_RANK"]) + int(os.environ["MY_SETTING"])
+
+
+def test_arguments_and_env_reach_every_rank(spark: object) -> None:
+    results = horovod.spark.run(
+        add, args=(1, 2), kwargs={"scale": 10}, num_proc=2, env={"MY_SETTING": "100"}, verbose=0
+    )
+    assert results == [130, 131]
+
+
+def fails_on_rank_one() -> int:
+    import torch
+
+    import horovod.torch as hvd
+
+    hvd.init()
+    if hvd.rank() == 1:
+        raise ValueError("rank one cannot go on")
+    hvd.allreduce(torch.ones(1), name="after_the_failure")  # the survivor's collective fails, naming rank 1
+    return hvd.rank()
+
+
+def test_a_rank_that_raises_fails_run_naming_it(spark: object) -> None:
+    with pytest.raises(RankFailed, match=r"rank 1 failed: ValueError: rank one cannot go on") as failure:
+        horovod.spark.run(fails_on_rank_one, num_proc=2, start_timeout=120, verbose=0, stderr=io.StringIO())
+    assert failure.value.rank == 1
+    assert "Traceback" in failure.value.remote_traceback
+
+
+def test_more_processes_than_spark_can_run_at_once_end_at_the_start_timeout(spark: object) -> None:
+    # Spark holds a barrier stage that needs more slots than it has (an application may yet get more
+    # executors): the job ends at start_timeout, saying how many tasks started and what to change.
+    with pytest.raises(TimeoutError, match=r"only 0 of 5 Spark tasks started within start_timeout=5 s"):
+        horovod.spark.run(add, args=(1, 2), kwargs={"scale": 1}, num_proc=5, start_timeout=5, verbose=0)
+    # The cancelled job left Spark able to run the next one.
+    assert horovod.spark.run(add, args=(1, 2), kwargs={"scale": 1}, num_proc=2, env={"MY_SETTING": "0"}, verbose=0) == [
+        3,
+        4,
+    ]
+
+
+def test_mpi_is_refused_with_the_reason(spark: object) -> None:
+    with pytest.raises(ValueError, match="MPI needs mpirun"):
+        horovod.spark.run(add, num_proc=2, use_mpi=True)
