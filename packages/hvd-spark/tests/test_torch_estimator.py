@@ -135,3 +135,17 @@ def test_an_unwritable_store_is_refused_before_training(frames: tuple[object, ob
         f.write("x")
     with pytest.raises(ValueError, match="a-file"):
         make_estimator(LocalStore(f"{blocker}/store")).fit(frames[0])
+
+
+def test_fit_on_parquet_trains_on_data_already_in_the_store(
+    frames: tuple[object, object], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from pyspark.ml.functions import vector_to_array
+
+    store = LocalStore(str(tmp_path_factory.mktemp("parquet-store")))
+    train = frames[0].withColumn("features", vector_to_array("features", "float32"))  # type: ignore[attr-defined]
+    train.write.parquet(store.get_train_data_path())
+    model = make_estimator(store, validation=None, epochs=4).fit_on_parquet()
+    assert len(model.getHistory()) == 4
+    assert model.getFeatureSpecs()["features"].shape == (64,)
+    assert accuracy(model.transform(frames[1])) >= 0.85

@@ -5,7 +5,8 @@ DataFrame as Spark ML Estimators, keeping data, runs and checkpoints in a ``Stor
 from __future__ import annotations
 
 from horovod.spark.driver import RankFailed
+from horovod.spark.elastic import run_elastic
 from horovod.spark.runner import run
 from horovod.spark.version import __version__
 
-__all__ = ["RankFailed", "__version__", "run"]
+__all__ = ["RankFailed", "__version__", "run", "run_elastic"]

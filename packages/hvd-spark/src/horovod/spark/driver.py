@@ -25,7 +25,7 @@ from horovod.runner.job import placement_environment
 from horovod.runner.output import OutputRouter
 from horovod.runner.rendezvous.job import JobRendezvous
 from horovod.spark import keys
-from horovod.spark.task import Outcome, TaskSpec, rank_task
+from horovod.spark.task import TaskSpec, rank_task
 
 #: Seconds the other ranks get, once one has failed, to end by themselves before the job is cancelled.
 FAILURE_GRACE_S = 30.0
@@ -42,29 +42,36 @@ class RankFailed(RuntimeError):
         self.remote_traceback = remote_traceback
 
 
-class _SparkJobThread(threading.Thread):
-    """Runs the barrier job (``collect`` blocks) so that the driver can watch it meanwhile."""
+class SparkJobThread(threading.Thread):
+    """Runs the Spark job of ``num_tasks`` tasks (``collect`` blocks) so that the driver can watch it
+    meanwhile; in barrier mode for ``horovod.spark.run``, where every rank must run at once."""
 
-    def __init__(self, sc: Any, num_proc: int, spec: TaskSpec, group: str) -> None:
+    def __init__(self, sc: Any, num_tasks: int, task_fn: Any, group: str, *, barrier: bool) -> None:
         super().__init__(name="hvd-spark-job", daemon=True)
         self._sc = sc
-        self._num_proc = num_proc
-        self._spec = spec
+        self._num_tasks = num_tasks
+        self._task_fn = task_fn
+        self._barrier = barrier
         self.group = group
-        self.outcomes: list[Outcome] | None = None
+        self.outcomes: list[Any] | None = None
         self.error: BaseException | None = None
 
     def run(self) -> None:
         try:
             # Job groups are per thread (pyspark's pinned thread mode): this one is cancellable alone.
-            self._sc.setJobGroup(self.group, "horovod.spark.run", interruptOnCancel=True)
-            rdd = self._sc.parallelize(range(self._num_proc), self._num_proc)
-            self.outcomes = rdd.barrier().mapPartitions(rank_task(self._spec)).collect()
+            self._sc.setJobGroup(self.group, "horovod.spark", interruptOnCancel=True)
+            rdd = self._sc.parallelize(range(self._num_tasks), self._num_tasks)
+            rdd = rdd.barrier() if self._barrier else rdd
+            self.outcomes = rdd.mapPartitions(self._task_fn).collect()
         except BaseException as error:  # handed to the driver's thread
             self.error = error
 
+    def cancel(self) -> None:
+        self._sc.cancelJobGroup(self.group)
+        self.join(timeout=CANCEL_WAIT_S)
 
-class _OutputPipes:
+
+class OutputPipes:
     """The ranks' output, arriving in chunks through the server, fed to an OutputRouter by pipes."""
 
     def __init__(self, router: OutputRouter) -> None:
@@ -112,7 +119,7 @@ class SparkJob:
         self._num_proc = num_proc
         self._start_timeout_s = start_timeout_s
         self._log = log
-        self._output = _OutputPipes(output)
+        self._output = OutputPipes(output)
         self._changed = threading.Condition()
         self._hosts: dict[int, str] = {}  # partition -> host
         self._failures: list[tuple[float, int, str]] = []  # (when, rank, reason), primary reports
@@ -122,7 +129,7 @@ class SparkJob:
             gloo_timeout_s,
             job_prefix="hvd-spark",
             on_set=self._on_set,
-            transient_prefix=keys.OUTPUT,
+            transient_prefix=keys.STREAM,
         )
 
     # --- what the tasks and ranks send --------------------------------------------------------
@@ -133,10 +140,10 @@ class SparkJob:
         if stream is not None:
             self._output.write(stream[0], stream[1], value)
             return
-        partition = keys.parse_task(job_key, key)
-        if partition is not None:
+        task = keys.parse_task(job_key, key)
+        if task is not None and task.isdigit():
             with self._changed:
-                self._hosts[partition] = json.loads(value)["host"]
+                self._hosts[int(task)] = json.loads(value)["host"]
                 self._changed.notify_all()
             return
         prefix = exit_report.key_prefix(job_key)
@@ -160,7 +167,7 @@ class SparkJob:
                 func_pickle=func_pickle,
                 env=env,
             )
-            job = _SparkJobThread(self._sc, self._num_proc, spec, group=self._rendezvous.job_key)
+            job = SparkJobThread(self._sc, self._num_proc, rank_task(spec), self._rendezvous.job_key, barrier=True)
             job.start()
             hosts = self._wait_for_tasks(job)
             placements = ranks_by_host([hosts[p] for p in range(self._num_proc)])
@@ -177,7 +184,7 @@ class SparkJob:
             self._rendezvous.stop()
             self._output.close()
 
-    def _wait_for_tasks(self, job: _SparkJobThread) -> dict[int, str]:
+    def _wait_for_tasks(self, job: SparkJobThread) -> dict[int, str]:
         deadline = time.monotonic() + self._start_timeout_s
         with self._changed:
             while len(self._hosts) < self._num_proc and job.is_alive() and time.monotonic() < deadline:
@@ -190,28 +197,24 @@ class SparkJob:
                 f"horovod.spark.run: Spark could not run {self._num_proc} tasks at once "
                 f"(Spark has {self._sc.defaultParallelism} task slots here): {_first_line(job.error)}"
             ) from job.error
-        self._cancel(job)
+        job.cancel()
         raise TimeoutError(
             f"horovod.spark.run: only {len(hosts)} of {self._num_proc} Spark tasks started within "
             f"start_timeout={self._start_timeout_s:g} s (Spark has {self._sc.defaultParallelism} task slots); "
             "give the application more executors or cores, or ask for fewer processes (num_proc)"
         )
 
-    def _wait_for_end(self, job: _SparkJobThread) -> None:
+    def _wait_for_end(self, job: SparkJobThread) -> None:
         while job.is_alive():
             with self._changed:
                 first = self._failures[0] if self._failures else None
             if first is not None and time.monotonic() > first[0] + FAILURE_GRACE_S:
                 self._log(f"rank {first[1]} failed {FAILURE_GRACE_S:g} s ago and ranks still run: cancelling the job")
-                self._cancel(job)
+                job.cancel()
                 return
             job.join(timeout=0.2)
 
-    def _cancel(self, job: _SparkJobThread) -> None:
-        self._sc.cancelJobGroup(job.group)
-        job.join(timeout=CANCEL_WAIT_S)
-
-    def _results(self, job: _SparkJobThread) -> list[Any]:
+    def _results(self, job: SparkJobThread) -> list[Any]:
         import cloudpickle
 
         outcomes = {rank: (status, payload) for rank, status, payload in job.outcomes or [] if rank >= 0}

@@ -87,7 +87,7 @@ def run(
     job = SparkJob(
         sc,
         num_proc,
-        host=_driver_host(sc, nic_list),
+        host=driver_host(sc, nic_list),
         nics=nic_list,
         start_timeout_s=timeout,
         gloo_timeout_s=int(os.environ.get("HOROVOD_GLOO_TIMEOUT_SECONDS", DEFAULT_GLOO_TIMEOUT_S)),
@@ -109,7 +109,7 @@ def _start_timeout(given: float | None) -> float:
         raise ValueError(f"HOROVOD_SPARK_START_TIMEOUT={raw!r} is not a number of seconds") from None
 
 
-def _driver_host(sc: Any, nics: list[str]) -> str:
+def driver_host(sc: Any, nics: list[str]) -> str:
     """The address the executors reach the driver by: the first nic's, else Spark's own."""
     if nics:
         from horovod.runner.rendezvous.job import interface_address

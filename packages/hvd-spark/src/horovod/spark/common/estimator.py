@@ -61,12 +61,16 @@ class HorovodEstimator(Estimator, ParamsReadWrite):
         return self._fit_on_prepared_data(backend, meta)
 
     def fit_on_parquet(self, params: dict[Any, Any] | None = None) -> HorovodModel:
-        """Trains on data a previous ``fit`` (or ``prepare_data``) left at the store's train path."""
-        from horovod.spark.common.data import load_meta
+        """Trains on a Parquet dataset already at ``store.get_train_data_path()`` (and validates on
+        the one at ``store.get_val_data_path()`` when there is one), with the same params as ``fit``."""
+        from horovod.spark.common.parquet_meta import meta_from_store
 
         estimator = self.copy(params) if params else self
         backend = estimator._check_params()
-        return estimator._fit_on_prepared_data(backend, load_meta(estimator.getOrDefault("store")))
+        get = estimator.getOrDefault
+        weight = [get("sample_weight_col")] if get("sample_weight_col") else []
+        meta = meta_from_store(get("store"), [*get("feature_cols"), *get("label_cols"), *weight])
+        return estimator._fit_on_prepared_data(backend, meta)
 
     def _fit_on_prepared_data(self, backend: Backend, meta: Any) -> HorovodModel:
         run_id = self.getOrDefault("run_id") or f"{type(self).__name__.lower()}_{uuid.uuid4().hex[:12]}"
