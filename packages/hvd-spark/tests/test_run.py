@@ -101,3 +101,25 @@ def test_more_processes_than_spark_can_run_at_once_end_at_the_start_timeout(spar
 def test_mpi_is_refused_with_the_reason(spark: object) -> None:
     with pytest.raises(ValueError, match="MPI needs mpirun"):
         horovod.spark.run(add, num_proc=2, use_mpi=True)
+
+
+def killed_on_rank_one() -> int:
+    import os
+    import signal
+
+    import torch
+
+    import horovod.torch as hvd
+
+    hvd.init()
+    if hvd.rank() == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    hvd.allreduce(torch.ones(1), name="after_the_kill")
+    return hvd.rank()
+
+
+def test_a_killed_rank_is_named_with_the_signal(spark: object) -> None:
+    with pytest.raises(RankFailed, match=r"rank 1 failed: its process was killed by signal SIGKILL") as failure:
+        horovod.spark.run(killed_on_rank_one, num_proc=2, start_timeout=120, verbose=0, stderr=io.StringIO())
+    assert failure.value.rank == 1
+    assert "(ranks [0] failed too)" in str(failure.value)  # rank 0's allreduce failed, naming rank 1

@@ -149,3 +149,48 @@ def test_fit_on_parquet_trains_on_data_already_in_the_store(
     assert len(model.getHistory()) == 4
     assert model.getFeatureSpecs()["features"].shape == (64,)
     assert accuracy(model.transform(frames[1])) >= 0.85
+
+
+def recording(directory: str) -> object:
+    """A transformation_fn that records the labels (row ids here) and weights each rank trains on."""
+
+    def record(batch: dict) -> dict:
+        import os
+        import uuid
+
+        with open(f"{directory}/{os.getpid()}.{uuid.uuid4().hex}.npz", "wb") as f:
+            np.savez(f, ids=batch["label"], weights=batch["__weight__"])
+        return batch
+
+    return record
+
+
+def test_every_row_is_trained_on_exactly_once_per_epoch(
+    spark: object, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # 57 rows on 2 ranks: shards of 29 and 28 rows, 5 batches of 7 on each rank; the shorter shard's
+    # last batch is one padding row of weight 0.
+    seen = tmp_path_factory.mktemp("seen")
+    rows = [([float(i % 5), 1.0], float(i)) for i in range(57)]
+    df = spark.createDataFrame(rows, ["x", "label"])  # type: ignore[attr-defined]
+    model = torch.nn.Linear(2, 1)
+    TorchEstimator(
+        num_proc=2,
+        store=LocalStore(str(tmp_path_factory.mktemp("once-store"))),
+        model=model,
+        optimizer=torch.optim.SGD(model.parameters(), lr=1e-4),
+        loss=torch.nn.MSELoss(),
+        feature_cols=["x"],
+        label_cols=["label"],
+        batch_size=7,
+        epochs=2,
+        verbose=0,
+        transformation_fn=recording(str(seen)),
+    ).fit(df)
+    batches = [np.load(path) for path in seen.iterdir()]
+    assert len(batches) == 2 * 2 * 5  # epochs x ranks x steps
+    ids = np.concatenate([b["ids"][b["weights"] > 0] for b in batches])
+    padding = np.concatenate([b["ids"][b["weights"] == 0] for b in batches])
+    assert sorted(ids.tolist()) == sorted([float(i) for i in range(57)] * 2)
+    assert len(padding) == 2  # one per epoch
+    assert max(len(b["ids"]) for b in batches) == 7

@@ -123,6 +123,7 @@ class SparkJob:
         self._changed = threading.Condition()
         self._hosts: dict[int, str] = {}  # partition -> host
         self._failures: list[tuple[float, int, str]] = []  # (when, rank, reason), primary reports
+        self._reporters: set[int] = set()  # ranks that reported their end, failing or not
         self._rendezvous = JobRendezvous(
             host,
             nics,
@@ -149,8 +150,9 @@ class SparkJob:
         prefix = exit_report.key_prefix(job_key)
         if key.startswith(prefix) and key[len(prefix) :].isdigit():
             reason, primary = exit_report.decode(value)
-            if primary and reason != exit_report.EXITING:
-                with self._changed:
+            with self._changed:
+                self._reporters.add(int(key[len(prefix) :]))
+                if primary and reason != exit_report.EXITING:
                     self._failures.append((time.monotonic(), int(key[len(prefix) :]), reason))
                     self._changed.notify_all()
 
@@ -219,10 +221,8 @@ class SparkJob:
 
         outcomes = {rank: (status, payload) for rank, status, payload in job.outcomes or [] if rank >= 0}
         failed = sorted(rank for rank, (status, _) in outcomes.items() if status != "ok")
-        with self._changed:
-            reported = [rank for _, rank, _ in sorted(self._failures)]
         if failed or len(outcomes) < self._num_proc:
-            first = next((r for r in reported if r in failed), failed[0] if failed else (reported or [-1])[0])
+            first = self._culprit(failed)
             text = outcomes[first][1].decode("utf-8", "replace") if first in outcomes else ""
             others = [r for r in failed if r != first]
             message = f"horovod.spark.run: rank {first} failed: {_last_line(text) or _first_line(job.error)}"
@@ -232,6 +232,17 @@ class SparkJob:
                 message += f"\n\nrank {first}'s traceback:\n{text}"
             raise RankFailed(first, message, text) from job.error
         return [cloudpickle.loads(outcomes[rank][1]) for rank in range(self._num_proc)]
+
+    def _culprit(self, failed: list[int]) -> int:
+        """The rank that failed first: the first to report a failure of its own (not a Horovod error
+        caused by a lost peer), else one that could not report at all (killed), else the lowest."""
+        with self._changed:
+            primary = [rank for _, rank, _ in sorted(self._failures)]
+            silent = [rank for rank in failed if rank not in self._reporters]
+        for candidates in (primary, silent, failed):
+            if candidates:
+                return candidates[0]
+        return -1
 
 
 def _first_line(error: BaseException | None) -> str:

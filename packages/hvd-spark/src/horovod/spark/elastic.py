@@ -95,7 +95,8 @@ def run_elastic(
     high = max_num_proc or max_np or num_proc
     if not 1 <= low <= num_proc <= high:
         raise ValueError(
-            f"horovod.spark.run_elastic: need 1 <= min_num_proc ({low}) <= num_proc ({num_proc}) <= max_num_proc ({high})"
+            "horovod.spark.run_elastic: need 1 <= min_num_proc <= num_proc <= max_num_proc, "
+            f"got {low}, {num_proc}, {high}"
         )
     timeout = float(elastic_timeout or os.environ.get(elastic_protocol.ELASTIC_TIMEOUT) or 600)
     settings = DriverSettings(

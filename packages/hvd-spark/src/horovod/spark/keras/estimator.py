@@ -8,6 +8,7 @@ metrics and callbacks travel pickled (cloudpickle), as Horovod sends them.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import cloudpickle
@@ -246,7 +247,7 @@ class KerasModel(HorovodModel):
 params_mod.define_params(KerasModel, [_CUSTOM_OBJECTS])
 
 
-def _encode_keras_param(name: str, value: Any, default: Any) -> bytes:
+def _encode_keras_param(name: str, value: Any, default: Callable[[str, Any], bytes]) -> bytes:
     """A model as its ``.keras`` file; an optimizer as its class and config (pickling a built Keras
     optimizer drops its state with a warning); the rest as the base class encodes it."""
     from horovod.spark.keras.remote import OptimizerRecipe, model_to_bytes
@@ -254,11 +255,12 @@ def _encode_keras_param(name: str, value: Any, default: Any) -> bytes:
     if name == "model" and value is not None:
         return model_to_bytes(value)
     if name == "optimizer" and value is not None and not isinstance(value, str | dict):
-        return cloudpickle.dumps(OptimizerRecipe.of(value))
-    return bytes(default(name, value))
+        recipe: bytes = cloudpickle.dumps(OptimizerRecipe.of(value))
+        return recipe
+    return default(name, value)
 
 
-def _decode_keras_param(instance: Any, name: str, data: bytes, default: Any) -> Any:
+def _decode_keras_param(instance: Any, name: str, data: bytes, default: Callable[[str, bytes], Any]) -> Any:
     from horovod.spark.keras.remote import OptimizerRecipe, trained_model_from_bytes
 
     # Params load in the order of their names: custom_objects is set before model and optimizer.

@@ -81,7 +81,7 @@ def trained_model_from_bytes(data: bytes, custom_objects: dict[str, Any] | None)
         return model_from_bytes(data, custom_objects, compile=False)
 
 
-def base_optimizer_class(optimizer: Any) -> type:
+def base_optimizer_class(optimizer: Any) -> type[Any]:
     """The optimizer's own Keras class: hvd.DistributedOptimizer's classes subclass it, adding ``_hvd``."""
     cls = type(optimizer)
     if getattr(optimizer, "_hvd", None) is not None:
@@ -99,7 +99,7 @@ class OptimizerRecipe:
     ``keras.optimizers.serialize`` holds. The state (slots, iterations) is not carried: each run
     starts from a fresh optimizer, or from the checkpoint's state when it resumes."""
 
-    cls: type
+    cls: type[Any]
     config: dict[str, Any]
 
     @classmethod
@@ -209,6 +209,7 @@ def train(spec: KerasSpec) -> dict[str, Any] | None:
 def compiled_model(spec: KerasSpec, hvd: Any) -> Any:
     """The user's model, compiled with a fresh DistributedOptimizer, the loss(es) and metrics."""
     model = model_from_bytes(spec.model, spec.custom_objects, compile=False)
+    ensure_built(model, spec.data)
     optimizer = hvd.DistributedOptimizer(
         spec.optimizer.make(spec.custom_objects), compression=spec.compression or hvd.Compression.none
     )
@@ -219,12 +220,30 @@ def compiled_model(spec: KerasSpec, hvd: Any) -> Any:
     return model
 
 
+def ensure_built(model: Any, data: DataSpec) -> None:
+    """Builds a model given unbuilt (a Sequential without an Input, a subclassed model) for the
+    feature columns' shapes: a checkpoint can only be loaded into weights that exist. A model that
+    cannot be built so is left to ``fit``, which builds it on the first batch."""
+    if model.built:
+        return
+    shapes = [(None, *data.meta.columns[c].shape) for c in data.feature_cols]
+    try:
+        model.build(shapes[0] if len(shapes) == 1 else shapes)
+    except (TypeError, ValueError, NotImplementedError):
+        pass
+
+
 def restore(spec: KerasSpec, model: Any) -> list[dict[str, float]]:
     """The history so far, the model and optimizer restored, when the run has a checkpoint."""
     store = spec.data.store
     path = store.get_checkpoint_path(spec.run_id)
     if not store.exists(path):
         return []
+    if not model.built:
+        raise ValueError(
+            f"run {spec.run_id!r} has a checkpoint, but the model is not built, so its weights cannot be "
+            "restored: give a model built for its inputs (made with keras.Input, or called once)"
+        )
     return load_checkpoint(model, store.read(path))
 
 
