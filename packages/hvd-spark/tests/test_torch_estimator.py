@@ -194,3 +194,34 @@ def test_every_row_is_trained_on_exactly_once_per_epoch(
     assert sorted(ids.tolist()) == sorted([float(i) for i in range(57)] * 2)
     assert len(padding) == 2  # one per epoch
     assert max(len(b["ids"]) for b in batches) == 7
+
+
+def frozen_step(model, optimizer, transform_outputs, loss_fn, inputs, labels, sample_weights):  # type: ignore[no-untyped-def]
+    """A custom step that computes the loss but never updates the model."""
+    outputs, labels = transform_outputs(model(*inputs), labels)
+    return outputs, loss_fn(outputs, labels, sample_weights).detach()
+
+
+def test_a_custom_train_minibatch_fn_replaces_the_training_step(
+    spark: object, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    df = spark.createDataFrame([([float(i % 5), 1.0], float(i)) for i in range(40)], ["x", "label"])  # type: ignore[attr-defined]
+    torch.manual_seed(3)
+    model = torch.nn.Linear(2, 1)
+    before = [p.detach().clone() for p in model.parameters()]
+    fitted = TorchEstimator(
+        num_proc=2,
+        store=LocalStore(str(tmp_path_factory.mktemp("step-store"))),
+        model=model,
+        optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+        loss=torch.nn.MSELoss(),
+        feature_cols=["x"],
+        label_cols=["label"],
+        batch_size=8,
+        epochs=2,
+        verbose=0,
+        train_minibatch_fn=frozen_step,
+    ).fit(df)
+    after = list(fitted.getModel().parameters())
+    assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
+    assert fitted.getHistory()[0]["loss"] > 0  # the loss was computed and averaged all the same

@@ -18,7 +18,8 @@ _TORCH_PARAMS = [
     params_mod.ParamSpec("loss_constructors", "functions that make the losses (instead of loss)"),
     params_mod.ParamSpec(
         "train_minibatch_fn",
-        "custom step: fn(model, optimizer, loss_fn, inputs, labels, sample_weights) -> (outputs, loss)",
+        "custom training step: fn(model, optimizer, transform_outputs, loss_fn, inputs, labels, sample_weights) "
+        "-> (outputs, loss), as horovod.spark.torch.remote.default_minibatch",
     ),
 ]
 
@@ -88,6 +89,10 @@ class TorchEstimator(HorovodEstimator):
         own = {id(p) for p in model.parameters()}
         if any(id(p) not in own for group in optimizer.param_groups for p in group["params"]):
             raise ValueError("TorchEstimator: the optimizer was made for parameters that are not the model's")
+        if self.getOrDefault("callbacks"):
+            raise ValueError(
+                "TorchEstimator: callbacks are Keras'; to change the PyTorch training step, give train_minibatch_fn"
+            )
         losses, labels = self._losses(), self.getOrDefault("label_cols")
         if len(losses) not in (1, len(labels)):
             raise ValueError(

@@ -116,16 +116,23 @@ def _batch(
     )
 
 
-def _default_minibatch(
+def transform_outputs(outputs: Any, labels: list[torch.Tensor]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The model's outputs as a list, one per label (a single output becomes a list of one)."""
+    return _outputs(outputs), labels
+
+
+def default_minibatch(
     model: Any,
     optimizer: Any,
+    transform: Callable[..., tuple[list[torch.Tensor], list[torch.Tensor]]],
     loss_fn: Callable[..., torch.Tensor],
     inputs: list[torch.Tensor],
     labels: list[torch.Tensor],
     weights: torch.Tensor,
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """One training step (Horovod's ``train_minibatch_fn`` signature); returns (outputs, loss)."""
     optimizer.zero_grad()
-    outputs = _outputs(model(*inputs))
+    outputs, labels = transform(model(*inputs), labels)
     loss = loss_fn(outputs, labels, weights)
     loss.backward()
     optimizer.step()
@@ -174,7 +181,7 @@ def _train(spec: TorchSpec, hvd: Any) -> dict[str, Any] | None:
     def loss_fn(outputs: list[torch.Tensor], labels: list[torch.Tensor], weights: torch.Tensor) -> torch.Tensor:
         return total_loss(spec.loss_fns, spec.loss_weights, outputs, labels, weights)
 
-    minibatch = spec.train_minibatch_fn or _default_minibatch
+    minibatch = spec.train_minibatch_fn or default_minibatch
     train_reader = spec.data.train_reader(rank, size)
     val_reader = spec.data.val_reader(rank, size)
     names = _metric_names(spec)
@@ -183,7 +190,8 @@ def _train(spec: TorchSpec, hvd: Any) -> dict[str, Any] | None:
         averages = _Averages(names)
         for batch in spec.data.batches(train_reader, epoch, spec.data.train_steps(train_reader)):
             inputs, labels, weights = _batch(spec, batch)
-            outputs, loss = minibatch(model, distributed, loss_fn, inputs, labels, weights)
+            outputs, loss = minibatch(model, distributed, transform_outputs, loss_fn, inputs, labels, weights)
+            outputs = _outputs(outputs)
             with torch.no_grad():
                 averages.add([float(loss), *_metric_values(spec, outputs, labels)], float(weights.sum()))
         logs = averages.result(hvd, f"hvd_spark.train.{epoch}", "")
