@@ -15,25 +15,16 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
+
+from horovod.runner.testing.private_network import require_private_network
 
 #: Seconds a Ray cluster may take to come up.
 START_TIMEOUT_S = 120
 
 
-def _only_loopback() -> bool:
-    stats = psutil.net_if_stats()
-    return all(name == "lo" or not stat.isup for name, stat in stats.items())
-
-
 def pytest_configure(config: pytest.Config) -> None:
-    if not _only_loopback():
-        raise pytest.UsageError(
-            "hvd-ray's tests start Ray clusters, which listen on this machine's network addresses: run them in a "
-            "network namespace with only loopback (./dev test -s tests-hvd-ray does, as root), e.g. "
-            "unshare --net sh -c 'ip link set lo up && python -m pytest tests'"
-        )
+    require_private_network("hvd-ray", "Ray clusters")
 
 
 @pytest.fixture(autouse=True)

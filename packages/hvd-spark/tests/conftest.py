@@ -11,22 +11,13 @@ import os
 import sys
 from collections.abc import Iterator
 
-import psutil
 import pytest
 
-
-def _only_loopback() -> bool:
-    stats = psutil.net_if_stats()
-    return all(name == "lo" or not stat.isup for name, stat in stats.items())
+from horovod.runner.testing.private_network import require_private_network
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if not _only_loopback():
-        raise pytest.UsageError(
-            "hvd-spark's tests start Spark, which listens on sockets: run them in a network namespace with only "
-            "loopback (./dev test -s tests-hvd-spark does, as root), e.g. "
-            "unshare --net sh -c 'ip link set lo up && python -m pytest tests'"
-        )
+    require_private_network("hvd-spark", "Spark")
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable

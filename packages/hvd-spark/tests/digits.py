@@ -10,8 +10,11 @@ def digits_frames(spark: Any, test_fraction: float = 0.25) -> tuple[Any, Any]:
     from pyspark.ml.linalg import Vectors
     from sklearn.datasets import load_digits
 
+    import numpy as np
+
     digits = load_digits()
-    rows = [(Vectors.dense((x / 16.0).tolist()), int(y)) for x, y in zip(digits.data, digits.target, strict=True)]
+    order = np.random.default_rng(7).permutation(len(digits.target))  # the file is sorted by writer, roughly
+    rows = [(Vectors.dense((digits.data[i] / 16.0).tolist()), int(digits.target[i])) for i in order]
     cut = int(len(rows) * (1 - test_fraction))
     train = spark.createDataFrame(rows[:cut], ["features", "label"])
     test = spark.createDataFrame(rows[cut:], ["features", "label"])

@@ -81,7 +81,7 @@ class DataSpec:
 
 
 def data_spec(estimator: Any, meta: Any, store: Any) -> DataSpec:
-    """The DataSpec of an Estimator's params; checks the validation set suits the processes."""
+    """The DataSpec of an Estimator's params."""
     get = estimator.getOrDefault
     batch_size = int(get("batch_size"))
     seed = get("random_seed")

@@ -4,13 +4,15 @@ that travel between the driver, the ranks and the Store.
 Each rank rebuilds the model from its ``.keras`` bytes and a fresh optimizer from the user's
 optimizer's class and config, wrapped in ``hvd.DistributedOptimizer``; compiles; resumes from the
 run's checkpoint when the Store has one; and runs ``model.fit`` on its shard, read batch by batch
-from the Parquet data. Rank 0 writes a checkpoint after every epoch and returns the trained model's
-``.keras`` bytes and the history (one dict of metrics per epoch, averaged over the ranks).
+from the Parquet data. Rank 0 writes a checkpoint after every epoch (unless the store keeps no run
+output) and returns the trained model's ``.keras`` bytes and the history (one dict of metrics per
+epoch, averaged over the ranks).
 
-The checkpoint is one file: the compiled model saved as ``.keras`` (weights and optimizer state),
-with the history added to the zip archive as ``hvd_history.json``. It stays a valid ``.keras``
-file (Keras ignores the extra member), so ``keras.saving.load_model`` or ``hvd.load_model`` open
-it, and a single write of it keeps the weights and the history in step.
+The checkpoint is one file, at ``store.get_checkpoint_path(run_id)``: the compiled model saved as
+``.keras`` (weights and optimizer state), with the history added to the zip archive as
+``hvd_history.json``. It stays a valid ``.keras`` file (Keras ignores the extra member): copied to
+a name ending in ``.keras``, ``keras.saving.load_model`` or ``hvd.load_model`` open it. One write of
+one file keeps the weights and the history in step.
 """
 
 from __future__ import annotations
@@ -221,16 +223,14 @@ def compiled_model(spec: KerasSpec, hvd: Any) -> Any:
 
 
 def ensure_built(model: Any, data: DataSpec) -> None:
-    """Builds a model given unbuilt (a Sequential without an Input, a subclassed model) for the
-    feature columns' shapes: a checkpoint can only be loaded into weights that exist. A model that
-    cannot be built so is left to ``fit``, which builds it on the first batch."""
-    if model.built:
+    """Builds a model given unbuilt (a Sequential without an Input, a subclassed model) by calling
+    it on one row of zeros shaped as the feature columns, as ``fit`` would on its first batch: a
+    checkpoint can only be loaded into weights that exist."""
+    if model.built and model.weights:
         return
-    shapes = [(None, *data.meta.columns[c].shape) for c in data.feature_cols]
-    try:
-        model.build(shapes[0] if len(shapes) == 1 else shapes)
-    except (TypeError, ValueError, NotImplementedError):
-        pass
+    specs = [data.meta.columns[c] for c in data.feature_cols]
+    zeros = [np.zeros((1, *spec.shape), dtype=spec.dtype) for spec in specs]
+    model(zeros[0] if len(zeros) == 1 else zeros, training=False)
 
 
 def restore(spec: KerasSpec, model: Any) -> list[dict[str, float]]:
@@ -239,11 +239,6 @@ def restore(spec: KerasSpec, model: Any) -> list[dict[str, float]]:
     path = store.get_checkpoint_path(spec.run_id)
     if not store.exists(path):
         return []
-    if not model.built:
-        raise ValueError(
-            f"run {spec.run_id!r} has a checkpoint, but the model is not built, so its weights cannot be "
-            "restored: give a model built for its inputs (made with keras.Input, or called once)"
-        )
     return load_checkpoint(model, store.read(path))
 
 
@@ -263,7 +258,8 @@ def _fit(spec: KerasSpec, hvd: Any, model: Any, history: list[dict[str, float]],
     data, initial_epoch = spec.data, len(history)
     train_reader, val_reader = data.train_reader(rank, size), data.val_reader(rank, size)
     train_steps = data.train_steps(train_reader)
-    store = data.store if rank == 0 else None
+    # Rank 0 writes the checkpoints, unless the store keeps no run output (save_runs=False).
+    store = data.store if rank == 0 and data.store.saving_runs() else None
     callbacks = [
         hvd.callbacks.BroadcastGlobalVariablesCallback(0),  # random or restored weights: rank 0's everywhere
         hvd.callbacks.MetricAverageCallback(),

@@ -198,7 +198,7 @@ def _train(spec: TorchSpec, hvd: Any) -> dict[str, Any] | None:
         if val_reader is not None:
             logs.update(_validate(spec, hvd, model, loss_fn, val_reader, epoch, names))
         history.append(logs)
-        if rank == 0:
+        if rank == 0 and spec.data.store.saving_runs():
             _checkpoint(spec, model, optimizer, history)
             if spec.verbose:
                 print(
