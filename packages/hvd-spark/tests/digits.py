@@ -7,10 +7,9 @@ from typing import Any
 
 def digits_frames(spark: Any, test_fraction: float = 0.25) -> tuple[Any, Any]:
     """(train, test) DataFrames: ``features`` a DenseVector of 64 pixels in [0, 1], ``label`` an int."""
+    import numpy as np
     from pyspark.ml.linalg import Vectors
     from sklearn.datasets import load_digits
-
-    import numpy as np
 
     digits = load_digits()
     order = np.random.default_rng(7).permutation(len(digits.target))  # the file is sorted by writer, roughly
