@@ -71,6 +71,7 @@ def elastic_task(spec: TaskSpec) -> Callable[[Iterator[Any]], Iterator[WorkerOut
         from pyspark import TaskContext
 
         context = TaskContext.get()
+        assert context is not None  # inside a Spark task
         task = f"{context.partitionId()}.{context.attemptNumber()}"
         job_key = spec.job_key
         client = spec.client()

@@ -68,7 +68,7 @@ def rank_task(spec: TaskSpec) -> Callable[[Iterator[Any]], Iterator[Outcome]]:
             rank = int(job_env["HOROVOD_RANK"])
             child = RankChild(spec.func_pickle, spec.environment(job_env), client, keys.output(spec.job_key, rank, ""))
             try:
-                status, _, payload = child.outcome(child.wait())
+                status, _rank, payload = child.outcome(child.wait())
             finally:
                 child.cleanup()
             yield rank, "ok" if status == "ok" else "error", payload

@@ -18,7 +18,7 @@ from horovod.spark.common.backend import Backend, SparkBackend
 from horovod.spark.common.serialization import ParamsReadWrite
 
 
-class HorovodEstimator(Estimator, ParamsReadWrite):
+class HorovodEstimator(Estimator["HorovodModel"], ParamsReadWrite):
     """Trains a model on a DataFrame with Horovod; subclasses give the framework's training."""
 
     def __init__(self, **kwargs: Any) -> None:

@@ -19,9 +19,10 @@ _OUTPUTS = "__hvd_outputs"
 
 
 def _as_batch(column: pd.Series, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    values: np.ndarray = column.to_numpy()
     if shape:
-        return np.stack([np.asarray(v, dtype=dtype) for v in column.to_numpy()]).reshape((len(column), *shape))
-    return column.to_numpy().astype(dtype)
+        return np.stack([np.asarray(v, dtype=dtype) for v in values]).reshape((len(column), *shape))
+    return values.astype(dtype)
 
 
 def _row_values(output: np.ndarray) -> Any:
@@ -46,7 +47,7 @@ def add_predictions(
     from pyspark.ml.functions import vector_to_array
     from pyspark.ml.linalg import VectorUDT
     from pyspark.sql import functions as F
-    from pyspark.sql.functions import pandas_udf
+    from pyspark.sql.pandas.functions import pandas_udf
     from pyspark.sql.types import ArrayType, DoubleType, StructField, StructType
 
     missing = [c for c in feature_columns if c not in dataset.columns]

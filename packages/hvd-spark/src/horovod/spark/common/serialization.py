@@ -21,7 +21,7 @@ NOT_SAVED = frozenset({"backend"})
 
 def encode_param(name: str, value: Any) -> bytes:
     """The default encoding of a param's value."""
-    return cloudpickle.dumps(value)
+    return bytes(cloudpickle.dumps(value))
 
 
 def decode_param(name: str, data: bytes) -> Any:
@@ -33,7 +33,8 @@ def decode_param(name: str, data: bytes) -> Any:
 def _filesystem(path: str) -> tuple[Any, str]:
     from pyarrow import fs
 
-    return fs.FileSystem.from_uri(path if "://" in path else f"file://{posixpath.abspath(path)}")
+    found: tuple[Any, str] = fs.FileSystem.from_uri(path if "://" in path else f"file://{posixpath.abspath(path)}")
+    return found
 
 
 class ParamsWriter(MLWriter):
@@ -54,7 +55,7 @@ class ParamsWriter(MLWriter):
                 f.write(data)
 
 
-class ParamsReader(MLReader):
+class ParamsReader(MLReader[Any]):
     """Reads what :class:`ParamsWriter` wrote, into an instance of ``cls``."""
 
     def __init__(self, cls: type) -> None:

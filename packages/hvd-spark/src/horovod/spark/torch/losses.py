@@ -19,12 +19,14 @@ def _per_sample_values(loss_fn: Callable[..., Any], output: torch.Tensor, label:
     if isinstance(loss_fn, torch.nn.modules.loss._Loss):
         unreduced = copy.copy(loss_fn)
         unreduced.reduction = "none"
-        return unreduced(output, label)
+        values: torch.Tensor = unreduced(output, label)
+        return values
     try:
         takes_reduction = "reduction" in inspect.signature(loss_fn).parameters
     except (TypeError, ValueError):  # builtins without a signature
         takes_reduction = False
-    return loss_fn(output, label, reduction="none") if takes_reduction else loss_fn(output, label)
+    result: torch.Tensor = loss_fn(output, label, reduction="none") if takes_reduction else loss_fn(output, label)
+    return result
 
 
 def match_label(output: torch.Tensor, label: torch.Tensor) -> torch.Tensor:

@@ -89,7 +89,7 @@ class _Averages:
 
 def _metric_names(spec: TorchSpec) -> list[str]:
     labels = spec.data.label_cols
-    names = []
+    names: list[str] = []
     for metric in spec.metrics:
         base = getattr(metric, "__name__", type(metric).__name__)
         names += [base] if len(labels) == 1 else [f"{label}_{base}" for label in labels]
@@ -108,7 +108,7 @@ def _batch(
     spec: TorchSpec, batch: dict[str, np.ndarray]
 ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
     features, labels, weights = spec.data.split(batch)
-    shapes = spec.input_shapes or [None] * len(features)
+    shapes: list[list[int] | None] = list(spec.input_shapes) if spec.input_shapes else [None] * len(features)
     return (
         [_tensor(f, s) for f, s in zip(features, shapes, strict=True)],
         [_tensor(y) for y in labels],
@@ -134,7 +134,7 @@ def default_minibatch(
     optimizer.zero_grad()
     outputs, labels = transform(model(*inputs), labels)
     loss = loss_fn(outputs, labels, weights)
-    loss.backward()
+    loss.backward()  # type: ignore[no-untyped-call]
     optimizer.step()
     return outputs, loss
 
