@@ -71,7 +71,11 @@ def is_homogeneous() -> bool:
 
 
 def start_timeline(file_path: str, mark_cycles: bool = False) -> None:
-    """Starts writing a Chrome-trace timeline (rank 0 writes it; other ranks do nothing)."""
+    """Starts writing a Chrome-trace timeline (rank 0 writes it; other ranks do nothing).
+
+    :param file_path: the file the timeline (a Chrome trace, ``chrome://tracing``) is written to.
+    :param mark_cycles: also mark each cycle of the engine's background loop in the timeline.
+    """
     state.context().engine.start_timeline(str(file_path), mark_cycles)
 
 

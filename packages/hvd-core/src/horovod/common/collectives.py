@@ -26,30 +26,56 @@ class TensorAdapter(Protocol):
     """How one framework's tensors meet the engine."""
 
     def prepare(self, tensor: Any) -> Any:
-        """The tensor as a contiguous, host-addressable tensor of the same type (no copy if already so)."""
+        """The tensor as a contiguous, host-addressable tensor of the same type (no copy if already so).
+
+        :param tensor: a tensor the user passed to a collective.
+        """
 
     def describe(self, tensor: Any) -> tuple[int, Sequence[int], int]:
-        """(engine dtype code, shape, device kind) of a prepared tensor; ValueError if unsupported."""
+        """(engine dtype code, shape, device kind) of a prepared tensor; ValueError if unsupported.
+
+        :param tensor: a tensor ``prepare`` returned.
+        """
 
     def buffer(self, tensor: Any) -> Any:
         """What the engine reads and writes the prepared tensor through, without a copy: an object
         sharing its memory (DLPack-capable), or, for host memory, ``(address, byte count)``: much
-        cheaper to pass than a DLPack capsule (the caller's reference keeps the memory alive)."""
+        cheaper to pass than a DLPack capsule (the caller's reference keeps the memory alive).
+
+        :param tensor: a tensor ``prepare`` or ``empty_like`` returned.
+        """
 
     def empty_like(self, tensor: Any) -> Any:
-        """A new uninitialised tensor of the same shape, dtype and device."""
+        """A new uninitialised tensor of the same shape, dtype and device.
+
+        :param tensor: the prepared input the result is shaped after.
+        """
 
     def from_engine(self, core_handle: Any, like: Any) -> Any:
-        """The engine-allocated result of a completed handle, as a tensor of `like`'s type and dtype."""
+        """The engine-allocated result of a completed handle, as a tensor of `like`'s type and dtype.
+
+        :param core_handle: the engine's handle of the completed operation (its ``output()`` and ``output_shape``).
+        :param like: the prepared input, whose type, dtype and device the result takes.
+        """
 
     def copy_into(self, target: Any, source: Any) -> Any:
-        """Copies `source` into `target` (same shape and dtype) and returns `target`."""
+        """Copies `source` into `target` (same shape and dtype) and returns `target`.
+
+        :param target: the tensor written to (the user's input of an in-place operation).
+        :param source: the tensor holding the result.
+        """
 
 
 def handle_average_backwards_compatibility(op: int | None, average: bool | None, stacklevel: int = 4) -> int:
     """Maps the deprecated ``average=`` argument onto ``op`` (default: Average).
 
     ``stacklevel`` locates the user's call for the warning (frames above this function).
+
+    :param op: the ``op`` argument the user gave (``None`` when not given).
+    :param average: the deprecated ``average`` argument (``None`` when not given); giving it warns with a
+        DeprecationWarning.
+    :param stacklevel: how many frames above this function the user's call is, for the warning's location.
+    :raises ValueError: when both ``op`` and ``average`` are given.
     """
     if average is not None:
         if op is not None:
@@ -70,12 +96,19 @@ def group_key(base_name: str) -> int:
 
 
 def group_names(base_name: str, count: int) -> tuple[list[str], int]:
-    """The engine's names of a group's ``count`` members (``<base_name>.<i>``) and the group's id."""
+    """The engine's names of a group's ``count`` members (``<base_name>.<i>``) and the group's id.
+
+    :param base_name: the group's name, the same on every rank.
+    :param count: the number of tensors in the group.
+    """
     return [f"{base_name}.{i}" for i in range(count)], group_key(base_name)
 
 
 class Collectives:
-    """Every collective, asynchronous with integer handles, for one tensor type."""
+    """Every collective, asynchronous with integer handles, for one tensor type.
+
+    :param adapter: the framework's :class:`TensorAdapter`, through which its tensors reach the engine.
+    """
 
     def __init__(self, adapter: TensorAdapter) -> None:
         self.adapter = adapter
@@ -167,6 +200,25 @@ class Collectives:
         group: tuple[int, int] = _NO_GROUP,
         inplace: bool = False,
     ) -> int:
+        """Starts an allreduce of ``tensor`` over the ranks of ``process_set``; returns a handle for
+        :func:`poll` and :func:`synchronize`, whose result is the reduced tensor.
+
+        :param tensor: the tensor, of the adapter's type. Not modified unless ``inplace``.
+        :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both
+            ``average`` and ``op`` raises ``ValueError``.
+        :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+            calls (every rank must then submit its collectives in the same order).
+        :param op: the reduction (``Average``, ``Sum``, ``Min``, ``Max``, ``Product``); the engine refuses those it does
+            not run (``ValueError``): framework adapters check first, with ``check_reduce_op``.
+        :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+        :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+        :param process_set: the process set the operation runs on (every member must call it; default:
+            ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+            ``add_process_set``.
+        :param group: for framework code: ``(group id, group size)`` of a group the operation belongs to, as
+            ``group_names`` gives; by default it belongs to none.
+        :param inplace: write the result into the input tensor itself instead of a new one.
+        """
         op = handle_average_backwards_compatibility(op, average)
         return self.submit_allreduce(tensor, name, op, prescale_factor, postscale_factor, process_set, inplace, group)
 
@@ -181,7 +233,24 @@ class Collectives:
         inplace: bool = False,
         group: tuple[int, int] = _NO_GROUP,
     ) -> int:
-        """:meth:`allreduce_async` for callers that have resolved ``op`` already (from ``average=``)."""
+        """:meth:`allreduce_async` for callers that have resolved ``op`` already (from ``average=``).
+
+        :param tensor: the tensor, of the adapter's type. Not modified unless ``inplace``.
+        :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both
+            ``average`` and ``op`` raises ``ValueError``.
+        :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+            calls (every rank must then submit its collectives in the same order).
+        :param op: the reduction, already resolved from ``average`` (see
+            :func:`handle_average_backwards_compatibility`).
+        :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+        :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+        :param process_set: the process set the operation runs on (every member must call it; default:
+            ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+            ``add_process_set``.
+        :param group: for framework code: ``(group id, group size)`` of a group the operation belongs to, as
+            ``group_names`` gives; by default it belongs to none.
+        :param inplace: write the result into the input tensor itself instead of a new one.
+        """
         name = name or state.context().auto_name("allreduce")
         # Positional: the hottest call of all (see _submit's parameters for the meaning).
         return self._submit(
@@ -211,7 +280,22 @@ class Collectives:
         process_set: ProcessSet = global_process_set,
         inplace: bool = False,
     ) -> list[int]:
-        """Allreduces a list as one unit: negotiated together and executed in one cycle."""
+        """Allreduces a list as one unit: negotiated together and executed in one cycle.
+
+        :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both
+            ``average`` and ``op`` raises ``ValueError``.
+        :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by
+            default one is generated from the order of the calls.
+        :param op: the reduction (``Average``, ``Sum``, ``Min``, ``Max``, ``Product``); the engine refuses those it does
+            not run (``ValueError``): framework adapters check first, with ``check_reduce_op``.
+        :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+        :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+        :param process_set: the process set the operation runs on (every member must call it; default:
+            ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+            ``add_process_set``.
+        :param inplace: write the result into the input tensor itself instead of a new one.
+        :param tensors: the tensors, of the adapter's type, reduced as one group.
+        """
         op = handle_average_backwards_compatibility(op, average)
         return self._grouped(
             "grouped_allreduce",
@@ -227,6 +311,19 @@ class Collectives:
         process_set: ProcessSet = global_process_set,
         group: tuple[int, int] = _NO_GROUP,
     ) -> int:
+        """Starts an allgather: the result is every rank's ``tensor`` concatenated along the first
+        dimension, in rank order. Returns a handle.
+
+        :param tensor: the tensor, of the adapter's type. Its first dimension may differ between ranks; the others must
+            match.
+        :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+            calls (every rank must then submit its collectives in the same order).
+        :param process_set: the process set the operation runs on (every member must call it; default:
+            ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+            ``add_process_set``.
+        :param group: for framework code: ``(group id, group size)`` of a group the operation belongs to, as
+            ``group_names`` gives; by default it belongs to none.
+        """
         return self._submit(
             _core.OP_ALLGATHER,
             tensor,
@@ -239,6 +336,15 @@ class Collectives:
     def grouped_allgather_async(
         self, tensors: Sequence[Any], name: str | None = None, process_set: ProcessSet = global_process_set
     ) -> list[int]:
+        """Starts an allgather of each of ``tensors``, negotiated and run together; returns one handle each.
+
+        :param tensors: the tensors gathered as one group.
+        :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by
+            default one is generated from the order of the calls.
+        :param process_set: the process set the operation runs on (every member must call it; default:
+            ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+            ``add_process_set``.
+        """
         return self._grouped(
             "grouped_allgather", tensors, name, lambda t, n, g: self.allgather_async(t, n, process_set, g)
         )
@@ -251,6 +357,18 @@ class Collectives:
         process_set: ProcessSet = global_process_set,
         inplace: bool = False,
     ) -> int:
+        """Starts a broadcast of ``root_rank``'s ``tensor`` to every rank; returns a handle.
+
+        :param tensor: the tensor, of the adapter's type. The root's is sent; the others' give the shape and dtype.
+        :param root_rank: the rank whose value is sent to every other rank (a global rank, also on a process set; it
+            must be a member).
+        :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+            calls (every rank must then submit its collectives in the same order).
+        :param process_set: the process set the operation runs on (every member must call it; default:
+            ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+            ``add_process_set``.
+        :param inplace: write the result into the input tensor itself instead of a new one.
+        """
         return self._submit(
             _core.OP_BROADCAST,
             tensor,
@@ -268,7 +386,18 @@ class Collectives:
         name: str | None = None,
         process_set: ProcessSet = global_process_set,
     ) -> int:
-        """Result: (received tensor, received splits as a list of ints)."""
+        """Result: (received tensor, received splits as a list of ints).
+
+        :param tensor: the tensor, of the adapter's type. Slices of its first dimension are sent to the ranks.
+        :param splits: how many slices (along the first dimension) go to each rank of the set, in rank order; they must
+            sum to the first dimension. By default the tensor is split into equal parts, one per rank (its first
+            dimension must then divide evenly). A list or a tensor of integers.
+        :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+            calls (every rank must then submit its collectives in the same order).
+        :param process_set: the process set the operation runs on (every member must call it; default:
+            ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+            ``add_process_set``.
+        """
         split_list = None if splits is None else [int(s) for s in _flatten(splits)]
         a = self.adapter
         return self._submit(
@@ -291,6 +420,22 @@ class Collectives:
         postscale_factor: float = 1.0,
         group: tuple[int, int] = _NO_GROUP,
     ) -> int:
+        """Starts a reducescatter; returns a handle, whose result is this rank's slice of the reduction.
+
+        :param tensor: the tensor, of the adapter's type. Reduced over the ranks; each rank gets a slice of the first
+            dimension (it need not divide evenly).
+        :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+            calls (every rank must then submit its collectives in the same order).
+        :param op: the reduction (``Average``, ``Sum``, ``Min``, ``Max``, ``Product``); the engine refuses those it does
+            not run (``ValueError``): framework adapters check first, with ``check_reduce_op``.
+        :param process_set: the process set the operation runs on (every member must call it; default:
+            ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+            ``add_process_set``.
+        :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+        :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+        :param group: for framework code: ``(group id, group size)`` of a group the operation belongs to, as
+            ``group_names`` gives; by default it belongs to none.
+        """
         return self._submit(
             _core.OP_REDUCESCATTER,
             tensor,
@@ -312,6 +457,19 @@ class Collectives:
         prescale_factor: float = 1.0,
         postscale_factor: float = 1.0,
     ) -> list[int]:
+        """Starts a reducescatter of each of ``tensors``, negotiated and run together; returns one handle each.
+
+        :param tensors: the tensors reduced and scattered as one group.
+        :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by
+            default one is generated from the order of the calls.
+        :param op: the reduction (``Average``, ``Sum``, ``Min``, ``Max``, ``Product``); the engine refuses those it does
+            not run (``ValueError``): framework adapters check first, with ``check_reduce_op``.
+        :param process_set: the process set the operation runs on (every member must call it; default:
+            ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+            ``add_process_set``.
+        :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+        :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+        """
         return self._grouped(
             "grouped_reducescatter",
             tensors,
@@ -333,7 +491,12 @@ def _flatten(values: Any) -> list[Any]:
 
 
 def barrier(process_set: ProcessSet = global_process_set) -> None:
-    """Blocks until every rank of the process set has reached the barrier."""
+    """Blocks until every rank of the process set has reached the barrier.
+
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
     ctx = state.context()
     core = ctx.engine.enqueue(_core.OP_BARRIER, "barrier", None, 0, [], process_set=process_set_id(process_set))
     ctx.synchronize(ctx.submit(core))
@@ -341,7 +504,11 @@ def barrier(process_set: ProcessSet = global_process_set) -> None:
 
 def join(device: int = -1) -> int:
     """Declares this rank done: until every rank has joined it contributes neutral data to the
-    others' collectives. Returns the rank that joined last."""
+    others' collectives. Returns the rank that joined last.
+
+    :param device: accepted for Horovod's signature (the device whose neutral data a joined rank contributes); hvd's
+        engine does not use it.
+    """
     ctx = state.context()
     core = ctx.engine.enqueue(_core.OP_JOIN, "join", None, 0, [])
     last: int = ctx.synchronize(ctx.submit(core, lambda h, kept, out: int(h.value)))
@@ -349,10 +516,16 @@ def join(device: int = -1) -> int:
 
 
 def poll(handle: int) -> bool:
-    """True when the operation behind ``handle`` has completed (never blocks)."""
+    """True when the operation behind ``handle`` has completed (never blocks).
+
+    :param handle: the handle an ``*_async`` function returned.
+    """
     return state.context().poll(handle)
 
 
 def synchronize(handle: int) -> Any:
-    """Waits for the operation behind ``handle`` and returns its result (raises its error)."""
+    """Waits for the operation behind ``handle`` and returns its result (raises its error).
+
+    :param handle: the handle an ``*_async`` function returned. A handle can be synchronized once.
+    """
     return state.context().synchronize(handle)

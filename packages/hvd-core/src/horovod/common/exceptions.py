@@ -20,7 +20,8 @@ class HorovodInternalError(RuntimeError):
 class HostsUpdatedInterrupt(RuntimeError):
     """The set of hosts changed during elastic training; raised to restart from a sync point.
 
-    ``skip_sync`` is True when no rank was lost, so state does not need to be re-synchronised.
+    :param skip_sync: ``True`` when hosts were only removed: every remaining worker holds the last committed state, so
+        it is not synchronised again before training resumes.
     """
 
     def __init__(self, skip_sync: bool = False) -> None:

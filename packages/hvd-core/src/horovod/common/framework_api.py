@@ -108,6 +108,9 @@ def split_groups(items: Sequence[T], parts: int) -> list[list[T]]:
     ones left out: how Horovod's ``num_groups`` divides a step's gradients into groups.
 
     .. versionadded:: 0.2
+
+    :param items: the sequence to divide.
+    :param parts: the number of pieces (a positive integer).
     """
     size, extra = divmod(len(items), parts)
     pieces = [list(items[i * size + min(i, extra) : (i + 1) * size + min(i + 1, extra)]) for i in range(parts)]
@@ -123,6 +126,11 @@ def gradient_groups(
     Gradients in no group are reduced on their own (and fused by the engine as usual).
 
     .. versionadded:: 0.2
+
+    :param variables: the variables of a step's gradients, in order (``None`` for a gradient without one).
+    :param num_groups: split the gradients into this many consecutive groups (0: use ``groups``).
+    :param groups: lists of variables, each list one group (used when ``num_groups`` is 0); ``None`` for no groups.
+    :param key: what identifies a variable when matching it with ``groups`` (default ``id``).
     """
     if num_groups:
         return split_groups(list(range(len(variables))), num_groups)
@@ -146,6 +154,16 @@ def check_gradient_options(
     ``(num_groups, groups)``, an integer ``groups`` read as the count.
 
     .. versionadded:: 0.2
+
+    :param op: the optimizer's reduction (``Average``, ``Sum``...).
+    :param gradient_predivide_factor: the optimizer's ``gradient_predivide_factor``; other than 1.0 it needs
+        ``op=Average``.
+    :param num_groups: the optimizer's ``num_groups`` (a non-negative integer).
+    :param groups: the optimizer's ``groups``: ``None``, a non-negative integer (read as ``num_groups``), or a list of
+        lists of variables; not together with ``num_groups``.
+    :param what: the optimizer's name, for the error messages.
+    :raises ValueError: for an invalid combination.
+    :raises UnsupportedOperationError: for a reduction hvd does not run (``Adasum``).
     """
     check_reduce_op(op, what)
     if gradient_predivide_factor != 1.0 and op != Average:
@@ -169,7 +187,10 @@ def require_initialized() -> None:
 
 def auto_name(kind: str) -> str:
     """A name for an unnamed operation of ``kind``: numbered per kind in program order, so every
-    rank that calls the same operations in the same order gets the same names."""
+    rank that calls the same operations in the same order gets the same names.
+
+    :param kind: the kind of operation (``allreduce``, ``broadcast``...), which prefixes the name.
+    """
     return state.context().auto_name(kind)
 
 
@@ -181,13 +202,21 @@ def current_instance() -> object:
 
 def combine(handles: Sequence[int], finish: Callable[[list[Any]], Any]) -> int:
     """One handle for several operations: :func:`synchronize` waits for all of them and returns
-    ``finish(results)``."""
+    ``finish(results)``.
+
+    :param handles: the handles of the operations (from the ``*_async`` functions).
+    :param finish: called with the operations' results, in the order of ``handles``; what it returns is the combined
+        handle's result.
+    """
     return state.context().combine(list(handles), finish)
 
 
 def set_rank(process_set: ProcessSet) -> int:
     """This process's rank within ``process_set`` (the global rank for the global set);
-    ValueError when this process is not a member or the set is not registered."""
+    ValueError when this process is not a member or the set is not registered.
+
+    :param process_set: a registered process set.
+    """
     if not process_set.process_set_id:
         return rank()
     set_rank = process_set.rank()
@@ -203,6 +232,9 @@ def position_in_set(process_set: ProcessSet, global_rank: int) -> int:
     process sets too: this is how a framework finds the root's entry among the members'.
 
     .. versionadded:: 0.2
+
+    :param process_set: a registered process set.
+    :param global_rank: a global rank, a member of the set.
     """
     if not process_set.process_set_id:
         return global_rank
@@ -214,7 +246,10 @@ def position_in_set(process_set: ProcessSet, global_rank: int) -> int:
 
 def set_size(process_set: ProcessSet) -> int:
     """The number of ranks in ``process_set`` (the world's size for the global set); ValueError
-    when the set is not registered."""
+    when the set is not registered.
+
+    :param process_set: a registered process set.
+    """
     if not process_set.process_set_id:
         return size()
     set_size = process_set.size()

@@ -52,10 +52,15 @@ def launch_from_environment() -> Launch:
 def init(comm: Sequence[int] | Any | None = None, process_sets: Sequence[Any] | str | None = None) -> None:
     """Starts Horovod on this rank (collective: every rank of the job calls it).
 
-    ``comm``: a list of job ranks to form the world from (each listed rank must pass the same
-    list). ``process_sets``: ProcessSet objects to create now, or ``"dynamic"`` to allow
-    ``add_process_set`` later. Calling ``init()`` again while running does nothing; after
-    ``shutdown()`` (or a failure) it starts a new engine.
+    Calling ``init()`` again while running does nothing; after ``shutdown()`` (or a failure) it
+    starts a new engine.
+
+    :param comm: the ranks to form the world from: by default every rank of the job; a list of job
+        ranks (each listed rank must pass the same list, and gets its rank within it); or an mpi4py
+        communicator, whose members form the world (it needs the MPI backend, hvd-backend-mpi).
+    :param process_sets: :class:`ProcessSet` objects to register now (every rank must pass the same
+        ones, in the same order), or ``"dynamic"`` to allow ``add_process_set`` and
+        ``remove_process_set`` later (as ``HOROVOD_DYNAMIC_PROCESS_SETS=1`` does).
     """
     from horovod.common import _core
 

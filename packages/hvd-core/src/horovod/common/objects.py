@@ -40,6 +40,14 @@ def broadcast_object(
     """Returns ``root_rank``'s ``obj`` on every rank (serialised with cloudpickle).
 
     The root gets its own object back; the others a copy. ``obj`` is ignored on the other ranks.
+
+    :param obj: the object to send (any object cloudpickle can serialise); read on the root only.
+    :param root_rank: the rank whose object is sent (default 0; a global rank, also on a process set).
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
     """
     base = name or state.context().auto_name("broadcast_object")
     _set_rank(process_set)  # says so if this rank is not a member
@@ -53,7 +61,15 @@ def broadcast_object(
 
 
 def allgather_object(obj: Any, name: str | None = None, process_set: ProcessSet = global_process_set) -> list[Any]:
-    """Returns the list of every rank's ``obj`` (in rank order), serialised with cloudpickle."""
+    """Returns the list of every rank's ``obj`` (in rank order), serialised with cloudpickle.
+
+    :param obj: this rank's object (any object cloudpickle can serialise).
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
     base = name or state.context().auto_name("allgather_object")
     data = _serialize(obj)
     sizes_handle = allgather_async(np.array([data.size], dtype=np.int64), f"{base}.sizes", process_set)

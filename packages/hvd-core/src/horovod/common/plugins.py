@@ -54,7 +54,7 @@ class PluginError(RuntimeError):
 class PluginInfo:
     """One plugin as seen by the manager, for ``horovodrun --list-plugins`` and error messages."""
 
-    #: Entry-point name (or the name given to :meth:`PluginManager.register`).
+    #: Entry-point name (or the name given to :meth:`~horovod.common.plugins.PluginManager.register`).
     name: str
     #: The module (or ``module:attr``) the entry point points to.
     module: str

@@ -14,6 +14,9 @@ class ProcessSet:
     Create it with a list of ranks, then either pass it to ``hvd.init(process_sets=[...])`` or
     register it with ``hvd.add_process_set`` (dynamic process sets). ``process_set_id`` is None
     until it is registered.
+
+    :param ranks_or_comm: the set's members: a list (tuple, range) of distinct global ranks, or an mpi4py communicator,
+        whose members are found when ``init`` forms the world. ``ValueError`` for ranks that are not distinct integers.
     """
 
     def __init__(self, ranks_or_comm: Sequence[int] | Any) -> None:
@@ -97,6 +100,10 @@ global_process_set: ProcessSet = _GlobalProcessSet()
 
 
 def process_set_id(process_set: ProcessSet) -> int:
+    """The engine's id of a registered process set; ``ValueError`` when it is not registered.
+
+    :param process_set: the process set.
+    """
     if process_set.process_set_id is None:
         raise ValueError(
             f"{process_set!r} is not registered: pass it to hvd.init(process_sets=...) or hvd.add_process_set()"
@@ -105,7 +112,13 @@ def process_set_id(process_set: ProcessSet) -> int:
 
 
 def add_process_set(process_set: ProcessSet | Sequence[int]) -> ProcessSet:
-    """Registers a process set on every rank (collective; needs HOROVOD_DYNAMIC_PROCESS_SETS=1)."""
+    """Registers a process set on every rank (collective; needs HOROVOD_DYNAMIC_PROCESS_SETS=1).
+
+    :param process_set: a :class:`ProcessSet` not yet registered, or a list of global ranks to make one from. Every rank
+        calls it with the same ranks.
+    :raises ValueError: when the set is already registered, or was made from an MPI communicator (those are registered
+        by ``init``).
+    """
     ps = process_set if isinstance(process_set, ProcessSet) else ProcessSet(process_set)
     if ps.process_set_id is not None:
         raise ValueError(f"{ps!r} is already registered")
@@ -119,7 +132,10 @@ def add_process_set(process_set: ProcessSet | Sequence[int]) -> ProcessSet:
 
 
 def remove_process_set(process_set: ProcessSet) -> bool:
-    """Removes a dynamic process set on every rank (collective). Returns False if it was not registered."""
+    """Removes a dynamic process set on every rank (collective). Returns False if it was not registered.
+
+    :param process_set: a process set ``add_process_set`` registered (the global set is never removed).
+    """
     if process_set.process_set_id is None or process_set.process_set_id == 0:
         return False
     engine = state.context().engine

@@ -32,7 +32,11 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):  # type: ignor
     """Broadcasts the model's and the optimizer's variables from ``root_rank`` when training starts,
     so that every rank starts from the same weights (random initialisation, or a checkpoint loaded
     on the root only). An optimizer that Keras builds only at its first update (a custom training
-    loop) is broadcast after the first batch, as Horovod does."""
+    loop) is broadcast after the first batch, as Horovod does.
+
+    :param root_rank: the rank whose variables every rank gets.
+    :param device: accepted as Horovod takes it (the device of the broadcast); ignored.
+    """
 
     def __init__(self, root_rank: int, device: str = "") -> None:
         super().__init__()
@@ -49,9 +53,18 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):  # type: ignor
         broadcast_variables(variables, self.root_rank, "BroadcastGlobalVariablesCallback")
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        """Keras hook, at the start of training.
+
+        :param logs: the metrics Keras passes (may be ``None``).
+        """
         self._broadcast()
 
     def on_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        """Keras hook, at the end of each training batch.
+
+        :param batch: the index of the batch within the epoch, as Keras passes it.
+        :param logs: the metrics Keras passes (may be ``None``).
+        """
         if not self.broadcast_done:
             self._broadcast()
             self.broadcast_done = True
@@ -60,13 +73,21 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):  # type: ignor
 class MetricAverageCallback(keras.callbacks.Callback):  # type: ignore[misc]  # (Keras is untyped)
     """Averages the epoch's metrics (``logs``) over the ranks at the end of every epoch, so that
     callbacks after it (ReduceLROnPlateau, TensorBoard, checkpoints) see the job's metrics. Put it
-    before those in the callback list."""
+    before those in the callback list.
+
+    :param device: accepted as Horovod takes it (the device of the allreduce); ignored.
+    """
 
     def __init__(self, device: str = "") -> None:
         super().__init__()
         self.device = device  # accepted as Horovod does
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        """Keras hook, at the end of each epoch.
+
+        :param epoch: the index of the epoch (from 0), as Keras passes it.
+        :param logs: the metrics Keras passes (may be ``None``).
+        """
         if not logs:
             return
         names = sorted(k for k, v in logs.items() if np.ndim(v) == 0 and np.issubdtype(np.asarray(v).dtype, np.number))
@@ -93,6 +114,16 @@ class LearningRateScheduleCallback(keras.callbacks.Callback):  # type: ignore[mi
     scales its momentum accumulators by ``lr' / lr``, so the velocity gathered at the old rate
     continues at the new one (Goyal et al.; Horovod scales the momentum coefficient for that one
     update instead, the same update for plain momentum, which a compiled train step could not see).
+
+    :param initial_lr: the learning rate the multiplier scales (usually the optimizer's, already scaled by the number of
+        ranks).
+    :param multiplier: a constant, or a function of the epoch (a float when ``staircase=False``) returning the factor.
+    :param start_epoch: the first epoch the schedule applies to (default 0).
+    :param end_epoch: the epoch it stops at, not included (default: never).
+    :param staircase: adjust once per epoch (default ``True``) rather than at every batch.
+    :param momentum_correction: scale the momentum accumulators when the rate changes (default ``True``).
+    :param steps_per_epoch: the number of batches per epoch, for ``staircase=False``; by default what Keras knows of it
+        (``ValueError`` at the start of training when it knows nothing).
     """
 
     def __init__(
@@ -139,6 +170,10 @@ class LearningRateScheduleCallback(keras.callbacks.Callback):  # type: ignore[mi
                 slot.assign(slot.value * (new_lr / old_lr))
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        """Keras hook, at the start of training.
+
+        :param logs: the metrics Keras passes (may be ``None``).
+        """
         if not self.staircase and not self.steps_per_epoch:
             steps = (self.params or {}).get("steps")
             if not steps:
@@ -149,17 +184,32 @@ class LearningRateScheduleCallback(keras.callbacks.Callback):  # type: ignore[mi
             self.steps_per_epoch = int(steps)
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        """Keras hook, at the start of each epoch.
+
+        :param epoch: the index of the epoch (from 0), as Keras passes it.
+        :param logs: the metrics Keras passes (may be ``None``).
+        """
         self.current_epoch = epoch
         if self.staircase and self._in_range(epoch):
             self._adjust(epoch)
 
     def on_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        """Keras hook, at the start of each training batch.
+
+        :param batch: the index of the batch within the epoch, as Keras passes it.
+        :param logs: the metrics Keras passes (may be ``None``).
+        """
         if self.staircase or not self._in_range(self.current_epoch):
             return
         assert self.steps_per_epoch
         self._adjust(self.current_epoch + batch / self.steps_per_epoch)
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        """Keras hook, at the end of each epoch.
+
+        :param epoch: the index of the epoch (from 0), as Keras passes it.
+        :param logs: the metrics Keras passes (may be ``None``).
+        """
         if logs is not None:
             logs["lr"] = float(keras.ops.convert_to_numpy(self._optimizer().learning_rate))
 
@@ -168,7 +218,15 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
     """Raises the learning rate gradually from ``initial_lr / size()`` to ``initial_lr`` over
     ``warmup_epochs`` (adjusted every batch): ``lr(epoch) = initial_lr / size * ((size - 1) / warmup
     * epoch + 1)`` with ``epoch = full epochs + (batch + 1) / steps_per_epoch``, from "Accurate, Large
-    Minibatch SGD" (Goyal et al., 2017)."""
+    Minibatch SGD" (Goyal et al., 2017).
+
+    :param initial_lr: the learning rate reached at the end of the warm-up (usually the base rate times the number of
+        ranks).
+    :param warmup_epochs: the number of epochs the warm-up lasts (default 5).
+    :param momentum_correction: scale the momentum accumulators when the rate changes (default ``True``).
+    :param steps_per_epoch: the number of batches per epoch; by default what Keras knows of it.
+    :param verbose: above 0, print a line when the warm-up ends.
+    """
 
     def __init__(
         self,
@@ -199,6 +257,11 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
         self.verbose = verbose
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        """Keras hook, at the end of each epoch.
+
+        :param epoch: the index of the epoch (from 0), as Keras passes it.
+        :param logs: the metrics Keras passes (may be ``None``).
+        """
         super().on_epoch_end(epoch, logs)
         if epoch == self.warmup_epochs - 1 and self.verbose > 0:
             lr = float(keras.ops.convert_to_numpy(self._optimizer().learning_rate))

@@ -19,28 +19,62 @@ def allreduce(
     op: int | None = None,
     compression: Any = Compression.none,
 ) -> Any:
-    """``value`` reduced over every rank (``op``, default Average); the same shape on every rank."""
+    """``value`` reduced over every rank (``op``, default Average); the same shape on every rank.
+
+    :param value: a tensor of the active Keras backend (or a numpy array), the same shape and dtype on every rank.
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
+        and ``op`` raises ``ValueError``.
+    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``.
+    :param compression: compresses the value for the wire and decompresses the result, e.g. ``Compression.fp16``
+        (default ``Compression.none``).
+    """
     op = handle_average_backwards_compatibility(op, average, stacklevel=3)
     return frameworks.current().allreduce(value, name, op, prescale_factor, postscale_factor, compression)
 
 
 def allgather(value: Any, name: str | None = None) -> Any:
-    """Every rank's ``value`` concatenated along the first dimension (which may differ by rank)."""
+    """Every rank's ``value`` concatenated along the first dimension (which may differ by rank).
+
+    :param value: a tensor of the active Keras backend (or a numpy array); its first dimension may differ between ranks.
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    """
     return frameworks.current().allgather(value, name)
 
 
 def broadcast(value: Any, root_rank: int, name: str | None = None) -> Any:
-    """``root_rank``'s ``value`` on every rank."""
+    """``root_rank``'s ``value`` on every rank.
+
+    :param value: the root's value is sent; on the other ranks it gives the shape and dtype.
+    :param root_rank: the rank whose value every rank gets.
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    """
     return frameworks.current().broadcast(value, root_rank, name)
 
 
 def reducescatter(value: Any, name: str | None = None, op: int = Average) -> Any:
-    """``value`` reduced over every rank, this rank's slice of the first dimension."""
+    """``value`` reduced over every rank, this rank's slice of the first dimension.
+
+    :param value: a tensor of the active Keras backend (or a numpy array), the same shape and dtype on every rank. Its
+        first dimension is scattered.
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param op: the reduction: ``Average`` (the default) or ``Sum``.
+    """
     return frameworks.current().reducescatter(value, name, op)
 
 
 def broadcast_global_variables(root_rank: int) -> None:
-    """Keras 3 has no global variables (Horovod's version read them from a TensorFlow 1 session)."""
+    """Keras 3 has no global variables (Horovod's version read them from a TensorFlow 1 session).
+
+    :param root_rank: the rank whose variables would be sent.
+    :raises RuntimeError: always: use ``callbacks.BroadcastGlobalVariablesCallback`` or broadcast ``model.variables``.
+    """
     raise RuntimeError(
         "hvd.broadcast_global_variables() needs TensorFlow 1's global variables, which Keras 3 does not have: "
         "pass hvd.callbacks.BroadcastGlobalVariablesCallback(root_rank) to model.fit, or broadcast "

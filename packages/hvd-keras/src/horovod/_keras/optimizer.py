@@ -182,6 +182,28 @@ def DistributedOptimizer(
     the optimizer keeps its own Keras name. ``groups``: an integer (that many groups of gradients,
     each reduced as one unit) or lists of variables reduced together. ``device_dense`` and
     ``device_sparse`` are accepted as Horovod takes them.
+
+    :param optimizer: the Keras optimizer whose class and configuration the new optimizer takes (``optimizer`` itself is
+        left as it is).
+    :param name: the prefix of the engine's names for the gradients (default ``Distributed<Class>``); the optimizer
+        keeps its own Keras name.
+    :param device_dense: accepted as Horovod takes it; ignored.
+    :param device_sparse: accepted as Horovod takes it; ignored.
+    :param compression: how gradients are compressed for the allreduce, e.g. ``Compression.fp16`` (default
+        ``Compression.none``).
+    :param sparse_as_dense: reduce sparse gradients as dense tensors instead of allgathering their values and indices.
+    :param gradient_predivide_factor: with ``op=Average``, gradients are scaled by ``1/f`` before the sum and by
+        ``f/size`` after it (default 1.0); other than 1.0 with another ``op``, ``ValueError``.
+    :param op: the reduction of the gradients: ``Average`` (the default) or ``Sum``; ``Adasum`` raises
+        ``UnsupportedOperationError``.
+    :param backward_passes_per_step: the number of batches whose gradients are accumulated locally before they are
+        reduced and applied (default 1).
+    :param average_aggregated_gradients: divide the accumulated gradients by ``backward_passes_per_step`` (default:
+        their sum is applied).
+    :param num_groups: deprecated: a number of groups, as ``groups`` takes it.
+    :param groups: gradients reduced together as one grouped allreduce: a number of groups, or a list of lists of
+        variables, each list a group; by default none.
+    :param process_set: the ranks gradients are reduced over (default ``global_process_set``, every rank).
     """
     _check_optimizer(optimizer)
     settings = gradient_settings(

@@ -22,6 +22,12 @@ def load_model(
 
     Keras's own optimizers load by themselves; an optimizer class of your own must be listed in
     ``custom_optimizers`` (or ``custom_objects``, which also serves layers, losses and metrics).
+
+    :param filepath: the saved model: a path (``.keras`` or ``.h5``), as ``keras.models.load_model`` takes it.
+    :param custom_optimizers: optimizer classes of your own that the model may have been compiled with.
+    :param custom_objects: a dict of names to custom objects (layers, losses, metrics, optimizers), as
+        ``keras.models.load_model`` takes it.
+    :param compression: how the loaded optimizer compresses gradients for the allreduce (default ``Compression.none``).
     """
     objects = dict(custom_objects or {})
     for cls in custom_optimizers or []:

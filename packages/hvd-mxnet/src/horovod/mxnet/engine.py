@@ -28,6 +28,7 @@ returns, the entry waits for the collective itself.
 from __future__ import annotations
 
 import ctypes
+import functools
 import itertools
 import os
 import queue
@@ -61,22 +62,27 @@ class _Context(ctypes.Structure):
 _CPU = _Context(1, 0)
 _K_ASYNC = ctypes.c_int(4)  # FnProperty::kAsync: run the entry where its dependencies complete
 
-# A prototype of its own (not an attribute of mxnet.base._LIB, whose argtypes MXNet may set).
-_push_async = ctypes.CFUNCTYPE(
-    ctypes.c_int,
-    _EngineAsyncFunc,  # async_func
-    ctypes.c_void_p,  # func_param
-    _EngineFuncParamDeleter,  # deleter
-    ctypes.c_void_p,  # ctx_handle
-    ctypes.POINTER(ctypes.c_void_p),  # const_nds_handle
-    ctypes.c_int,  # num_const_nds
-    ctypes.POINTER(ctypes.c_void_p),  # mutable_nds_handle
-    ctypes.c_int,  # num_mutable_nds
-    ctypes.c_void_p,  # prop_handle
-    ctypes.c_int,  # priority
-    ctypes.c_char_p,  # opr_name
-    ctypes.c_bool,  # wait
-)(("MXEnginePushAsyncND", _LIB))
+
+@functools.cache
+def _push_async() -> Any:
+    """``MXEnginePushAsyncND``, with a prototype of its own (not an attribute of mxnet.base._LIB,
+    whose argtypes MXNet may set). Bound on first use: importing this module looks up no symbol,
+    so that the docs build can document horovod.mxnet with MXNet mocked."""
+    return ctypes.CFUNCTYPE(
+        ctypes.c_int,
+        _EngineAsyncFunc,  # async_func
+        ctypes.c_void_p,  # func_param
+        _EngineFuncParamDeleter,  # deleter
+        ctypes.c_void_p,  # ctx_handle
+        ctypes.POINTER(ctypes.c_void_p),  # const_nds_handle
+        ctypes.c_int,  # num_const_nds
+        ctypes.POINTER(ctypes.c_void_p),  # mutable_nds_handle
+        ctypes.c_int,  # num_mutable_nds
+        ctypes.c_void_p,  # prop_handle
+        ctypes.c_int,  # priority
+        ctypes.c_char_p,  # opr_name
+        ctypes.c_bool,  # wait
+    )(("MXEnginePushAsyncND", _LIB))
 
 
 def _load_error_constructor() -> tuple[Any, Any]:
@@ -215,7 +221,7 @@ def push(
     _operations[key] = _Operation(start, finish, (*reads, *writes), label)
     const_handles, num_const = _handles(unique_reads)
     mutable_handles, num_mutable = _handles(list({array.handle.value: array for array in writes}.values()))
-    status = _push_async(
+    status = _push_async()(
         _entry_pointer,
         key,
         _delete_pointer,

@@ -24,6 +24,12 @@ def broadcast_parameters(
     (``dense3_weight`` on one rank can be ``dense0_weight`` on another), positions do not. A
     Parameter whose initialisation is deferred (shape known only at the first forward) is broadcast
     right after that initialisation. Give each call its own ``prefix`` when several run.
+
+    :param params: a dict of NDArrays (``Module.get_params()``'s) or a Gluon ``ParameterDict``
+        (``Block.collect_params()``); ``ValueError`` for anything else.
+    :param root_rank: the rank whose parameters every rank gets (default 0).
+    :param prefix: a prefix of the broadcasts' names; give each call its own when several run.
+    :param process_set: the ranks taking part (keyword only; default ``global_process_set``, every rank).
     """
     if prefix is not None and not isinstance(prefix, str):
         raise ValueError(f"broadcast_parameters: prefix must be a string or None, got {type(prefix).__name__}")

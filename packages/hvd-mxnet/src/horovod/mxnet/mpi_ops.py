@@ -231,6 +231,20 @@ def allreduce(
 
     The tensor must have the same shape and dtype on every rank for a given ``name``.
     ``prescale_factor`` multiplies each input before the reduction, ``postscale_factor`` the result.
+
+    :param tensor: an ``mx.nd.NDArray``, the same shape and dtype on every rank. It is not modified.
+    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
+        and ``op`` raises ``ValueError``.
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param priority: the priority of the operation in MXNet's engine (higher runs first; default 0).
+    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``;
+        ``Adasum`` raises ``UnsupportedOperationError``.
     """
     resolved = _resolve_op(op, average)
     output = _empty_like(check_ndarray(tensor, "allreduce"))
@@ -248,7 +262,22 @@ def allreduce_(
     process_set: ProcessSet = global_process_set,
     op: int | None = None,
 ) -> Any:
-    """As :func:`allreduce`, writing the result into ``tensor`` (returned)."""
+    """As :func:`allreduce`, writing the result into ``tensor`` (returned).
+
+    :param tensor: an ``mx.nd.NDArray``, the same shape and dtype on every rank. The result is written into it.
+    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
+        and ``op`` raises ``ValueError``.
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param priority: the priority of the operation in MXNet's engine (higher runs first; default 0).
+    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``;
+        ``Adasum`` raises ``UnsupportedOperationError``.
+    """
     resolved = _resolve_op(op, average)
     tensors = [tensor]
     _allreduce(tensors, tensors, False, name, resolved, priority, prescale_factor, postscale_factor, process_set)
@@ -265,7 +294,22 @@ def grouped_allreduce(
     process_set: ProcessSet = global_process_set,
     op: int | None = None,
 ) -> list[Any]:
-    """Reduces a list of NDArrays as one unit (negotiated and run together); returns new NDArrays."""
+    """Reduces a list of NDArrays as one unit (negotiated and run together); returns new NDArrays.
+
+    :param tensors: the NDArrays reduced as one group, each the same shape and dtype on every rank.
+    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
+        and ``op`` raises ``ValueError``.
+    :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by default
+        one is generated from the order of the calls.
+    :param priority: the priority of the operation in MXNet's engine (higher runs first; default 0).
+    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``;
+        ``Adasum`` raises ``UnsupportedOperationError``.
+    """
     resolved = _resolve_op(op, average)
     tensors = list(tensors)
     if not tensors:
@@ -285,7 +329,23 @@ def grouped_allreduce_(
     process_set: ProcessSet = global_process_set,
     op: int | None = None,
 ) -> list[Any]:
-    """As :func:`grouped_allreduce`, writing each result into its input (the list is returned)."""
+    """As :func:`grouped_allreduce`, writing each result into its input (the list is returned).
+
+    :param tensors: the NDArrays reduced as one group, each the same shape and dtype on every rank. Each result is
+        written into its input.
+    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
+        and ``op`` raises ``ValueError``.
+    :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by default
+        one is generated from the order of the calls.
+    :param priority: the priority of the operation in MXNet's engine (higher runs first; default 0).
+    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``;
+        ``Adasum`` raises ``UnsupportedOperationError``.
+    """
     resolved = _resolve_op(op, average)
     tensors = list(tensors)
     if not tensors:
@@ -321,7 +381,18 @@ def broadcast(
     priority: int = 0,
     process_set: ProcessSet = global_process_set,
 ) -> Any:
-    """Returns a new NDArray holding ``root_rank``'s ``tensor`` (a global rank, also on process sets)."""
+    """Returns a new NDArray holding ``root_rank``'s ``tensor`` (a global rank, also on process sets).
+
+    :param tensor: the root's NDArray is sent; on the other ranks it gives the shape and dtype.
+    :param root_rank: the rank whose value is sent to every other rank (a global rank, also on a process set; it must be
+        a member).
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param priority: the priority of the operation in MXNet's engine (higher runs first; default 0).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
     output = _empty_like(check_ndarray(tensor, "broadcast"))
     _broadcast(tensor, output, root_rank, name, priority, process_set)
     return output
@@ -334,7 +405,19 @@ def broadcast_(
     priority: int = 0,
     process_set: ProcessSet = global_process_set,
 ) -> Any:
-    """Overwrites ``tensor`` with ``root_rank``'s on every rank and returns it."""
+    """Overwrites ``tensor`` with ``root_rank``'s on every rank and returns it.
+
+    :param tensor: the root's NDArray is sent; on the other ranks it gives the shape and dtype. The result is written
+        into it.
+    :param root_rank: the rank whose value is sent to every other rank (a global rank, also on a process set; it must be
+        a member).
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param priority: the priority of the operation in MXNet's engine (higher runs first; default 0).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
     _broadcast(tensor, tensor, root_rank, name, priority, process_set)
     return tensor
 
@@ -406,7 +489,19 @@ def reducescatter(
     postscale_factor: float = 1.0,
 ) -> Any:
     """Reduces ``tensor`` over ranks (Average or Sum) and returns this rank's slice of the first
-    dimension (the first ``rows % size`` ranks get one row more)."""
+    dimension (the first ``rows % size`` ranks get one row more).
+
+    :param tensor: an NDArray, the same shape and dtype on every rank; its first dimension is scattered.
+    :param op: the reduction: ``Average`` (the default) or ``Sum``; any other raises ``UnsupportedOperationError``.
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param priority: the priority of the operation in MXNet's engine (higher runs first; default 0).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    """
     return _reducescatter([tensor], False, op, name, priority, process_set, prescale_factor, postscale_factor)[0]
 
 
@@ -419,7 +514,19 @@ def grouped_reducescatter(
     prescale_factor: float = 1.0,
     postscale_factor: float = 1.0,
 ) -> list[Any]:
-    """Reducescatter of a list of NDArrays as one unit; returns the list of this rank's slices."""
+    """Reducescatter of a list of NDArrays as one unit; returns the list of this rank's slices.
+
+    :param tensors: the NDArrays reduced and scattered as one group.
+    :param op: the reduction: ``Average`` (the default) or ``Sum``; any other raises ``UnsupportedOperationError``.
+    :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by default
+        one is generated from the order of the calls.
+    :param priority: the priority of the operation in MXNet's engine (higher runs first; default 0).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    """
     tensors = list(tensors)
     if not tensors:
         return []
@@ -433,7 +540,16 @@ def allgather(
     tensor: Any, name: str | None = None, priority: int = 0, process_set: ProcessSet = global_process_set
 ) -> Any:
     """Concatenates every rank's ``tensor`` along the first dimension (which may differ between
-    ranks; the others must agree). Waits for the result."""
+    ranks; the others must agree). Waits for the result.
+
+    :param tensor: an NDArray; its first dimension may differ between ranks, the others and the dtype must match.
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param priority: the priority of the operation in MXNet's engine (higher runs first; default 0).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
     _check_call([tensor], process_set, "allgather")
     handle = _waiting.allgather_async(tensor, name=name, process_set=process_set)
     return raising_mxnet_errors(api.synchronize, handle)
@@ -442,7 +558,16 @@ def allgather(
 def grouped_allgather(
     tensors: Sequence[Any], name: str | None = None, priority: int = 0, process_set: ProcessSet = global_process_set
 ) -> list[Any]:
-    """Allgathers a list of NDArrays as one unit; returns the list of results."""
+    """Allgathers a list of NDArrays as one unit; returns the list of results.
+
+    :param tensors: the NDArrays gathered as one group.
+    :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by default
+        one is generated from the order of the calls.
+    :param priority: the priority of the operation in MXNet's engine (higher runs first; default 0).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
     tensors = list(tensors)
     if not tensors:
         return []
@@ -465,6 +590,16 @@ def alltoall(
     rows go to each rank; without it the rows are split equally. As Horovod's MXNet API, returns the
     received NDArray alone when ``splits`` is None, else ``(received, received_splits)``, the latter
     an int32 NDArray of the rows received from each rank.
+
+    :param tensor: the NDArray whose slices (along the first dimension) are sent to the ranks.
+    :param splits: how many rows go to each rank of the set, in rank order (a list or an integer NDArray, summing to the
+        first dimension); by default equal parts.
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param priority: the priority of the operation in MXNet's engine (higher runs first; default 0).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
     """
     _check_call([tensor], process_set, "alltoall")
     split_list = None
@@ -486,12 +621,20 @@ def join(device: int = -1) -> int:
     """Declares that this rank has no more data: until every rank has joined, the others'
     collectives complete without it. Waits first for this rank's collectives already pushed into
     MXNet's engine (so they are submitted before the join), then until all ranks joined; returns
-    the rank that joined last. (``device`` is accepted for Horovod compatibility.)"""
+    the rank that joined last. (``device`` is accepted for Horovod compatibility.)
+
+    :param device: accepted for Horovod compatibility; not used.
+    """
     mx.nd.waitall()
     last: int = raising_mxnet_errors(api.join, device)
     return last
 
 
 def barrier(process_set: ProcessSet = global_process_set) -> None:
-    """Blocks until every rank of ``process_set`` has reached the barrier."""
+    """Blocks until every rank of ``process_set`` has reached the barrier.
+
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
     raising_mxnet_errors(api.barrier, process_set)

@@ -29,6 +29,14 @@ class DistributedOptimizer(mx.optimizer.Optimizer):  # type: ignore[misc]  # (mx
     An instance of ``mx.optimizer.Optimizer`` (MXNet checks that) which holds no state of its own:
     reading or setting any other attribute (``lr``, ``rescale_grad``, ``param_dict``...) reaches
     ``optimizer``, so Trainer and Module drive it as they would ``optimizer``.
+
+    :param optimizer: the ``mx.optimizer.Optimizer`` to wrap (``ValueError`` for anything else, or for a
+        DistributedOptimizer).
+    :param gradient_predivide_factor: gradients are scaled by ``1/f`` before the sum and by ``f/size`` after it (default
+        1.0; positive).
+    :param num_groups: reduce aggregated updates as this many grouped allreduces (default 0: one allreduce per
+        gradient).
+    :param process_set: the ranks gradients are averaged over (default ``global_process_set``, every rank).
     """
 
     _optimizer: Any
@@ -84,10 +92,26 @@ class DistributedOptimizer(mx.optimizer.Optimizer):  # type: ignore[misc]  # (mx
     # --- the updates --------------------------------------------------------------------------------
 
     def update(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
+        """Averages ``grad`` over the ranks, then lets the wrapped optimizer update ``weight``.
+
+        :param index: the weight's index (or a tuple of them, for an aggregated update), as MXNet passes it; it names
+            the allreduce.
+        :param weight: the weight (or weights) to update.
+        :param grad: the gradient (or gradients); averaged over the ranks in place first.
+        :param state: the optimizer's state for the weight, as ``create_state`` made it.
+        """
         self._allreduce(index, grad)
         self._optimizer.update(index, weight, grad, state)
 
     def update_multi_precision(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
+        """As :meth:`update`, through the wrapped optimizer's ``update_multi_precision``.
+
+        :param index: the weight's index (or a tuple of them, for an aggregated update), as MXNet passes it; it names
+            the allreduce.
+        :param weight: the weight (or weights) to update.
+        :param grad: the gradient (or gradients); averaged over the ranks in place first.
+        :param state: the optimizer's state for the weight, as ``create_state`` made it.
+        """
         self._allreduce(index, grad)
         self._optimizer.update_multi_precision(index, weight, grad, state)
 
@@ -128,6 +152,10 @@ def _forwarded(name: str) -> Callable[..., Any]:
         return getattr(self._optimizer, name)(*args, **kwargs)
 
     forward.__name__ = name
+    forward.__doc__ = (
+        f"The wrapped optimizer's ``{name}``.\n\n"
+        ":param args: its positional arguments.\n:param kwargs: its keyword arguments."
+    )
     return forward
 
 

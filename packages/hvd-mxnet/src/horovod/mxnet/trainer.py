@@ -29,6 +29,19 @@ class DistributedTrainer(mx.gluon.Trainer):  # type: ignore[misc]  # (mxnet is u
 
     ``params``: a ``ParameterDict`` (``net.collect_params()``) is taken in its order, a dict in
     sorted key order, a list as it is; the order must be the same on every rank. One device per rank.
+
+    :param params: the parameters to train: a ``ParameterDict`` (``net.collect_params()``, in its order), a dict (sorted
+        key order) or a list; the same order on every rank.
+    :param optimizer: the optimizer, by name (``sgd``) or an ``mx.optimizer.Optimizer`` (a DistributedOptimizer is
+        unwrapped, with a warning).
+    :param optimizer_params: the optimizer's arguments, when it is given by name.
+    :param compression: how gradients are compressed for the allreduce, e.g. ``Compression.fp16`` (default
+        ``Compression.none``).
+    :param gradient_predivide_factor: gradients are scaled by ``1/f`` before the sum and by ``f/size`` after it (default
+        1.0; positive).
+    :param prefix: a prefix of this trainer's tensor names; give each trainer its own when a program has several.
+    :param num_groups: send the gradients as this many grouped allreduces (default 0: one each).
+    :param process_set: the ranks gradients are averaged over (default ``global_process_set``, every rank).
     """
 
     def __init__(

@@ -89,7 +89,16 @@ class ActorProcess:
 class ElasticRayExecutor:
     """Horovod's ``ElasticRayExecutor(settings, use_gpu, cpus_per_slot, gpus_per_slot, env_vars,
     override_discovery)``: ``start()``, then ``run(worker_fn)`` returns the results of the workers
-    that finished, by rank. Call ``ray.init()`` first."""
+    that finished, by rank. Call ``ray.init()`` first.
+
+    :param settings: what :meth:`create_settings` returns.
+    :param use_gpu: give each worker GPUs (``gpus_per_slot``, default 1).
+    :param cpus_per_slot: CPUs each worker reserves (default 1).
+    :param gpus_per_slot: GPUs each worker reserves with ``use_gpu`` (default 1).
+    :param env_vars: variables added to every worker's environment.
+    :param override_discovery: hosts come from the Ray cluster; ``False`` (a discovery script of your own) is refused
+        with ``ValueError``.
+    """
 
     @staticmethod
     def create_settings(
@@ -102,6 +111,19 @@ class ElasticRayExecutor:
         nics: list[str] | None = None,
         **kwargs: Any,
     ) -> ElasticRaySettings:
+        """The settings of an :class:`ElasticRayExecutor` (Horovod's ``create_settings``).
+
+        :param min_np: the fewest workers training goes on with (default 1).
+        :param max_np: the most workers (default: as many as the cluster has room for).
+        :param reset_limit: how many times the job may scale up or down before it fails (default: no limit).
+        :param elastic_timeout: seconds a new world may take to form after a change (default 600).
+        :param timeout_s: seconds Horovod's collectives may wait for a peer, and the workers' start-up may take (default
+            30).
+        :param ssh_identity_file: accepted for Horovod's signature: Ray starts the workers, no SSH is used.
+        :param nics: network interfaces for the workers' traffic; default: Ray's address of this node.
+        :param kwargs: ``cooldown_range`` (``(min, max)`` seconds a failing host stays out) and ``verbose``; any other
+            raises ``TypeError``.
+        """
         cooldown = kwargs.pop("cooldown_range", None)
         verbose = bool(kwargs.pop("verbose", False))
         if kwargs:
@@ -149,7 +171,12 @@ class ElasticRayExecutor:
     def run(self, worker_fn: Callable[[], Any], callbacks: list[Callable[[Any], None]] | None = None) -> list[Any]:
         """Runs ``worker_fn()`` elastically (it calls ``hvd.init()`` and uses ``hvd.elastic.run``);
         returns the results of the workers of the last world, by rank. Raises RuntimeError with the
-        driver's reason when the job fails."""
+        driver's reason when the job fails.
+
+        :param worker_fn: the function every worker runs, without arguments (it calls ``hvd.init()`` and uses
+            ``hvd.elastic.run``).
+        :param callbacks: functions each finished worker's result is handed to.
+        """
         import ray
 
         if not self._started:

@@ -20,7 +20,11 @@ FAILURE_GRACE_S = 10.0
 
 
 class WorkerError(RuntimeError):
-    """A worker's function raised, or its actor died; names the rank."""
+    """A worker's function raised, or its actor died; names the rank.
+
+    :param rank: the rank that failed (also the ``rank`` attribute).
+    :param message: what happened: its exception, or that its actor died.
+    """
 
     def __init__(self, rank: int, message: str) -> None:
         super().__init__(message)
@@ -35,6 +39,22 @@ class RayExecutor:
     ``num_workers_per_host`` each (Horovod's older spelling: ``num_slots``, ``cpus_per_slot``,
     ``gpus_per_slot``). Each worker reserves ``cpus_per_worker`` CPUs (and ``gpus_per_worker``
     GPUs with ``use_gpu``) in a placement group. Call ``ray.init()`` first.
+
+    :param settings: what ``create_settings`` returns (default: its defaults).
+    :param num_workers: the number of workers, packed onto as few nodes as fit; give it or ``num_hosts``, not both.
+    :param num_hosts: the number of nodes, each with ``num_workers_per_host`` workers (one node each, spread strictly).
+    :param num_workers_per_host: workers on each of the ``num_hosts`` nodes (default 1).
+    :param cpus_per_worker: CPUs each worker reserves (default 1).
+    :param use_gpu: give each worker GPUs (``gpus_per_worker``, default 1).
+    :param gpus_per_worker: GPUs each worker reserves with ``use_gpu`` (default 1).
+    :param use_current_placement_group: inside a placement group (a Ray Tune trial, say), place the workers in it
+        instead of reserving a new one (default ``True``).
+    :param num_slots: Horovod's older name: with ``num_hosts``, workers per host; alone, the number of workers (keyword
+        only).
+    :param cpus_per_slot: Horovod's older name of ``cpus_per_worker`` (keyword only).
+    :param gpus_per_slot: Horovod's older name of ``gpus_per_worker`` (keyword only).
+    :param min_workers: refused (``ValueError``): elastic jobs on Ray run with :class:`ElasticRayExecutor`.
+    :param max_workers: refused (``ValueError``), as ``min_workers``.
     """
 
     @classmethod
@@ -46,6 +66,16 @@ class RayExecutor:
         placement_group_timeout_s: int = 100,
         nics: list[str] | None = None,
     ) -> RaySettings:
+        """The settings of a :class:`RayExecutor` (Horovod's ``create_settings``).
+
+        :param timeout_s: seconds Horovod's collectives may wait for a peer (``HOROVOD_GLOO_TIMEOUT_SECONDS``), and the
+            workers' start-up may take (default 30).
+        :param ssh_identity_file: accepted for Horovod's signature: Ray starts the workers, no SSH is used.
+        :param ssh_str: accepted for Horovod's signature; unused, as ``ssh_identity_file``.
+        :param placement_group_timeout_s: seconds to wait for Ray to place every worker (default 100).
+        :param nics: network interfaces for the workers' traffic (the first one's address serves the rendezvous);
+            default: Ray's address of this node.
+        """
         return RaySettings(timeout_s, ssh_identity_file, ssh_str, placement_group_timeout_s, nics)
 
     def __init__(
@@ -99,7 +129,14 @@ class RayExecutor:
         extra_env_vars: dict[str, str] | None = None,
     ) -> None:
         """Places the workers, forms the Horovod job (ranks by node) and, with ``executable_cls``,
-        makes ``executable_cls(*executable_args, **executable_kwargs)`` in every worker."""
+        makes ``executable_cls(*executable_args, **executable_kwargs)`` in every worker.
+
+        :param executable_cls: a class (or any callable) made in every worker; :meth:`execute` passes the object to its
+            functions. Optional.
+        :param executable_args: positional arguments of ``executable_cls``.
+        :param executable_kwargs: keyword arguments of ``executable_cls``.
+        :param extra_env_vars: variables added to every worker's environment.
+        """
         import ray
 
         if not ray.is_initialized():
@@ -164,23 +201,42 @@ class RayExecutor:
         callbacks: list[Callable[[Any], None]] | None = None,
     ) -> list[Any]:
         """``fn(*args, **kwargs)`` on every worker; the results by rank. Raises :class:`WorkerError`
-        naming the first rank that failed (its exception, or its actor's death)."""
+        naming the first rank that failed (its exception, or its actor's death).
+
+        :param fn: the function every worker runs; sent to the workers with Ray's serialization. It calls ``hvd.init()``
+            itself.
+        :param args: positional arguments of ``fn``.
+        :param kwargs: keyword arguments of ``fn``.
+        :param callbacks: functions each worker's result is handed to, as it arrives.
+        """
         return self._gather(self.run_remote(fn, args, kwargs), callbacks)
 
     def run_remote(
         self, fn: Callable[..., Any], args: list[Any] | None = None, kwargs: dict[str, Any] | None = None
     ) -> list[Any]:
-        """As ``run``, without waiting: one ObjectRef per worker, by rank."""
+        """As ``run``, without waiting: one ObjectRef per worker, by rank.
+
+        :param fn: the function every worker runs; sent to the workers with Ray's serialization.
+        :param args: positional arguments of ``fn``.
+        :param kwargs: keyword arguments of ``fn``.
+        """
         self._check_started()
         return [w.run.remote(fn, args, kwargs) for w in self.workers]
 
     def execute(self, fn: Callable[[Any], Any], callbacks: list[Callable[[Any], None]] | None = None) -> list[Any]:
-        """``fn(executable)`` on every worker (the object ``start`` made, or None); results by rank."""
+        """``fn(executable)`` on every worker (the object ``start`` made, or None); results by rank.
+
+        :param fn: called in every worker with the object ``start`` made (or ``None``).
+        :param callbacks: functions each worker's result is handed to, as it arrives.
+        """
         self._check_started()
         return self._gather([w.execute.remote(fn) for w in self.workers], callbacks)
 
     def execute_single(self, fn: Callable[[Any], Any]) -> Any:
-        """``fn(executable)`` on rank 0 only."""
+        """``fn(executable)`` on rank 0 only.
+
+        :param fn: called in rank 0's worker with the object ``start`` made (or ``None``).
+        """
         self._check_started()
         return self._gather([self.workers[0].execute.remote(fn)], None)[0]
 

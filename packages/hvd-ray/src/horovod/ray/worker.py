@@ -40,6 +40,10 @@ class BaseHorovodWorker:
         return ray.get_runtime_context().get_node_id(), socket.gethostname(), os.getpid()
 
     def update_env_vars(self, env_vars: Mapping[str, str]) -> None:
+        """Adds ``env_vars`` to this worker's environment.
+
+        :param env_vars: the variables to set (keys and values made strings).
+        """
         os.environ.update({str(k): str(v) for k, v in env_vars.items()})
 
     def env_vars(self) -> dict[str, str]:
@@ -51,21 +55,39 @@ class BaseHorovodWorker:
         executable_args: list[Any] | None = None,
         executable_kwargs: dict[str, Any] | None = None,
     ) -> None:
+        """Makes ``executable_cls(*executable_args, **executable_kwargs)``, kept for :meth:`execute`.
+
+        :param executable_cls: a class (or callable) to make in this worker, or ``None`` for none.
+        :param executable_args: its positional arguments.
+        :param executable_kwargs: its keyword arguments.
+        """
         if executable_cls is not None:
             self.executable = executable_cls(*(executable_args or []), **(executable_kwargs or {}))
 
     def execute(self, func: Callable[[Any], Any]) -> Any:
-        """``func(executable)``: the object ``start`` made, or None."""
+        """``func(executable)``: the object ``start`` made, or None.
+
+        :param func: called with the object ``start_executable`` made (or ``None``).
+        """
         with _shutdown_on_failure():
             return func(self.executable)
 
     def run(self, func: Callable[..., Any], args: list[Any] | None = None, kwargs: dict[str, Any] | None = None) -> Any:
+        """``func(*args, **kwargs)`` in this worker; Horovod is shut down here if it raises.
+
+        :param func: the function to run in this worker.
+        :param args: its positional arguments.
+        :param kwargs: its keyword arguments.
+        """
         with _shutdown_on_failure():
             return func(*(args or []), **(kwargs or {}))
 
     def run_elastic(self, func: Callable[[], Any]) -> tuple[str, int, Any]:
         """An elastic worker's whole life: ``("done", rank, result)``, or ``(LEFT, -1, None)`` when the
-        driver told it to leave (init() raised SystemExit(0), which would otherwise end the actor)."""
+        driver told it to leave (init() raised SystemExit(0), which would otherwise end the actor).
+
+        :param func: the elastic worker function, without arguments.
+        """
         try:
             result = func()
         except SystemExit as leaving:

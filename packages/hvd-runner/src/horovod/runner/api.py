@@ -75,22 +75,61 @@ def run(
     """Runs ``func(*args, **kwargs)`` on ``num_proc`` ranks (default 1); returns the return values,
     ordered by rank.
 
-    The parameters are Horovod 0.28's, in its order (positional callers pass the same values):
-    ``np``, ``min_np`` and ``max_np`` are its older names of ``num_proc``, ``min_num_proc`` and
-    ``max_num_proc``, accepted without a warning (Horovod 0.28 marks them deprecated, and scripts and
-    hvd's own test kits still use them); giving both names of one parameter is a ``ValueError``.
-    ``network_interfaces`` is ``network_interface`` by horovodrun's other name (a comma-separated
-    string or a list). A keyword-only addition: ``env``, variables added to the ranks' environment
-    (on top of this process's). ``executable`` is
-    the ranks' Python interpreter (default: this one).
+    The parameters are Horovod 0.28's, in its order (positional callers pass the same values);
+    ``env`` is a keyword-only addition. ``min_num_proc``, ``max_num_proc`` or
+    ``host_discovery_script`` make the run elastic (as ``horovodrun``'s flags do; ``func`` then uses
+    ``hvd.elastic.run``): the results are those of the workers of the last world, by their rank in it.
 
-    ``min_num_proc``, ``max_num_proc`` or ``host_discovery_script`` make the run elastic (as
-    ``horovodrun``'s flags do; ``func`` then uses ``hvd.elastic.run``): the results are those of
-    the workers of the last world, by their rank in it.
-
-    Raises ``RuntimeError`` naming the first rank that failed, with its traceback (an elastic run:
-    the driver's reason); ``ValueError`` for bad arguments, and for MPI runs (``use_mpi``,
-    ``mpi_args``), not supported yet.
+    :param func: the function every rank runs (it calls ``hvd.init()``); sent to the ranks with
+        cloudpickle, as are its arguments and return value.
+    :param args: positional arguments of ``func``.
+    :param kwargs: keyword arguments of ``func``.
+    :param num_proc: the number of ranks (default 1), or, in an elastic run, the number to start
+        with.
+    :param min_num_proc: the fewest ranks an elastic run goes on with (``--min-np``); makes the run
+        elastic.
+    :param max_num_proc: the most ranks an elastic run grows to (``--max-np``); makes the run elastic.
+    :param slots: ranks per host for the hosts of the discovery script (``--slots-per-host``); elastic
+        runs only.
+    :param reset_limit: how many times an elastic run may scale up or down before it fails
+        (``--reset-limit``; default: no limit).
+    :param cooldown_range: ``(min, max)``: a host whose workers keep failing stays out ``min``
+        seconds, doubling up to ``max`` (``--blacklist-cooldown-range``; default: for good); elastic
+        runs only.
+    :param hosts: the hosts and their slots, ``"host1:2,host2:4"`` (``-H``); default: this machine,
+        with ``num_proc`` slots. Not together with ``hostfile``.
+    :param hostfile: a file of hosts, one ``host slots=N`` a line (``--hostfile``).
+    :param host_discovery_script: an executable that prints the hosts currently available, one
+        ``host:slots`` a line; makes the run elastic, the hosts followed as they change.
+    :param start_timeout: seconds for every rank to start and connect (default:
+        ``HOROVOD_START_TIMEOUT``, else 30).
+    :param ssh_port: the SSH port of the remote hosts (default: SSH's own).
+    :param ssh_identity_file: the SSH private key to reach the remote hosts with.
+    :param disable_cache: check every remote host over SSH again instead of using the answers of the
+        last hour (``--disable-cache``).
+    :param output_filename: a directory each rank's output is also written to
+        (``<dir>/rank.<N>/stdout`` and ``stderr``).
+    :param verbose: print what the launcher does (secrets masked).
+    :param use_gloo: run the ranks with Gloo (``--gloo``); not together with ``use_mpi``.
+    :param use_mpi: run the ranks through mpirun; refused by ``horovod.run`` (``ValueError``): launch
+        the script with ``horovodrun --mpi`` instead.
+    :param mpi_args: extra arguments of mpirun; refused with the rest of MPI runs.
+    :param network_interface: the network interfaces the ranks use between them, comma-separated
+        (``--network-interface``); default: the interfaces every host has on one shared network.
+    :param network_interfaces: the same, by horovodrun's other name: a comma-separated string or a
+        list; not together with ``network_interface``.
+    :param executable: the Python interpreter the ranks run ``func`` with (default: this one,
+        ``sys.executable``).
+    :param np: Horovod's older name of ``num_proc``, accepted without a warning (giving both is a
+        ``ValueError``).
+    :param min_np: Horovod's older name of ``min_num_proc``.
+    :param max_np: Horovod's older name of ``max_num_proc``.
+    :param env: variables added to the ranks' environment, on top of this process's (strings to
+        strings); keyword only.
+    :raises RuntimeError: naming the first rank that failed, with its traceback (an elastic run: the
+        driver's reason).
+    :raises ValueError: for bad arguments (a ``UsageError``), and for MPI runs (``use_mpi``,
+        ``mpi_args``), not supported here yet.
     """
     if not callable(func):
         raise TypeError(f"horovod.run: func must be callable, got {type(func).__name__}")

@@ -34,7 +34,13 @@ CANCEL_WAIT_S = 60.0
 
 
 class RankFailed(RuntimeError):
-    """A rank of ``horovod.spark.run`` raised or died; names the rank, and holds its traceback."""
+    """A rank of ``horovod.spark.run`` raised or died; names the rank, and holds its traceback.
+
+    :param rank: the rank that failed (also the ``rank`` attribute).
+    :param message: the error's message.
+    :param remote_traceback: the rank's traceback, as text (also the ``remote_traceback`` attribute; empty when it died
+        without one).
+    """
 
     def __init__(self, rank: int, message: str, remote_traceback: str = "") -> None:
         super().__init__(message)

@@ -81,6 +81,8 @@ def run_elastic(
     :param prefix_output_with_timestamp: prefix each line of output with the time.
     :param cooldown_range: ``(min, max)`` seconds a blacklisted host waits before it is tried again.
     :raises RuntimeError: with the driver's reason when the job fails.
+    :param min_np: Horovod's older name of ``min_num_proc``, which wins when both are given.
+    :param max_np: Horovod's older name of ``max_num_proc``, which wins when both are given.
     """
     from pyspark.sql import SparkSession
 

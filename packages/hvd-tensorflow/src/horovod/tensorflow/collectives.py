@@ -52,6 +52,26 @@ def allreduce(
 
     ``op``: Average (default), Sum, Min, Max, Product. IndexedSlices are allgathered (values and
     indices), which is an allreduce of the tensor they stand for (Average divides the values).
+
+    :param tensor: a ``tf.Tensor``, ``tf.Variable`` or ``tf.IndexedSlices`` (or anything ``tf.convert_to_tensor``
+        takes), the same shape and dtype on every rank.
+    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
+        and ``op`` raises ``ValueError``.
+    :param device_dense: accepted for Horovod's signature (the device dense tensors are reduced on); hvd reduces on the
+        CPU, where its backends read tensors, and ignores it.
+    :param device_sparse: accepted for Horovod's signature (the device sparse tensors are gathered on); ignored.
+    :param compression: compresses the tensor for the wire and decompresses the result, e.g. ``Compression.fp16``
+        (default ``Compression.none``).
+    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``
+        (``Average`` or ``Sum`` for ``tf.IndexedSlices``); ``Adasum`` raises ``UnsupportedOperationError``.
+    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    :param name: a name for the operation, the same on every rank (inside a graph, prefixed with the current name
+        scope); by default one is generated from the order of the calls.
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    :param ignore_name_scope: use ``name`` as it is, without the current name scope.
     """
     op = _resolve(op, average)
     mpi_ops.check_op(op, "allreduce")
@@ -84,7 +104,27 @@ def grouped_allreduce(
     name: str | None = None,
 ) -> list[Any]:
     """Reduces a list of tensors as one unit (negotiated and run together); IndexedSlices among
-    them are allgathered as :func:`allreduce` does."""
+    them are allgathered as :func:`allreduce` does.
+
+    :param tensors: the tensors (``tf.Tensor``, ``tf.Variable`` or ``tf.IndexedSlices``) reduced as one group.
+    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
+        and ``op`` raises ``ValueError``.
+    :param device_dense: accepted for Horovod's signature (the device dense tensors are reduced on); hvd reduces on the
+        CPU, where its backends read tensors, and ignores it.
+    :param device_sparse: accepted for Horovod's signature (the device sparse tensors are gathered on); ignored.
+    :param compression: compresses the tensor for the wire and decompresses the result, e.g. ``Compression.fp16``
+        (default ``Compression.none``).
+    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``
+        (``Average`` or ``Sum`` for ``tf.IndexedSlices``); ``Adasum`` raises ``UnsupportedOperationError``.
+    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    :param ignore_name_scope: use ``name`` as it is, without the current name scope.
+    :param name: a name for the operation, the same on every rank (inside a graph, prefixed with the current name
+        scope); by default one is generated from the order of the calls.
+    """
     op = _resolve(op, average)
     mpi_ops.check_op(op, "grouped_allreduce")
     tensors = list(tensors)
@@ -112,7 +152,17 @@ def grouped_allreduce(
 def allgather(
     tensor: Any, name: str | None = None, ignore_name_scope: bool = False, process_set: ProcessSet = global_process_set
 ) -> tf.Tensor:
-    """Concatenates every rank's tensor along the first dimension (which may differ per rank)."""
+    """Concatenates every rank's tensor along the first dimension (which may differ per rank).
+
+    :param tensor: the tensor to gather; its first dimension may differ between ranks, the others and the dtype must
+        match.
+    :param name: a name for the operation, the same on every rank (inside a graph, prefixed with the current name
+        scope); by default one is generated from the order of the calls.
+    :param ignore_name_scope: use ``name`` as it is, without the current name scope.
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
     return mpi_ops.allgather_tensor(
         tf.convert_to_tensor(tensor), engine_name("allgather", name, ignore_name_scope), process_set
     )
@@ -124,7 +174,16 @@ def grouped_allgather(
     ignore_name_scope: bool = False,
     process_set: ProcessSet = global_process_set,
 ) -> list[tf.Tensor]:
-    """Allgathers a list of tensors as one unit."""
+    """Allgathers a list of tensors as one unit.
+
+    :param tensors: the tensors gathered as one group (each as for :func:`allgather`).
+    :param name: a name for the operation, the same on every rank (inside a graph, prefixed with the current name
+        scope); by default one is generated from the order of the calls.
+    :param ignore_name_scope: use ``name`` as it is, without the current name scope.
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
     tensors = [tf.convert_to_tensor(t) for t in tensors]
     if not tensors:
         return []
@@ -139,7 +198,17 @@ def broadcast(
     ignore_name_scope: bool = False,
     process_set: ProcessSet = global_process_set,
 ) -> tf.Tensor:
-    """Returns ``root_rank``'s tensor on every rank (``root_rank``: the rank within the set)."""
+    """Returns ``root_rank``'s tensor on every rank (``root_rank``: the rank within the set).
+
+    :param tensor: the root's tensor is sent; on the other ranks it gives the shape and dtype.
+    :param root_rank: the rank whose tensor every rank gets (its rank within ``process_set``).
+    :param name: a name for the operation, the same on every rank (inside a graph, prefixed with the current name
+        scope); by default one is generated from the order of the calls.
+    :param ignore_name_scope: use ``name`` as it is, without the current name scope.
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
     return mpi_ops.broadcast_tensor(
         tf.convert_to_tensor(tensor), int(root_rank), engine_name("broadcast", name, ignore_name_scope), process_set
     )
@@ -151,7 +220,17 @@ def broadcast_(
     name: str | None = None,
     process_set: ProcessSet = global_process_set,
 ) -> list[tf.Tensor]:
-    """Broadcasts ``variables`` from ``root_rank`` into themselves; returns their new values."""
+    """Broadcasts ``variables`` from ``root_rank`` into themselves; returns their new values.
+
+    :param variables: the ``tf.Variable`` objects to overwrite with the root's values (the same on every rank, in the
+        same order).
+    :param root_rank: the rank whose values every rank gets.
+    :param name: a name for the operation, the same on every rank (inside a graph, prefixed with the current name
+        scope); by default one is generated from the order of the calls.
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
     variables = [tf_variable(v) for v in variables]
     if not variables:
         return []
@@ -176,6 +255,16 @@ def alltoall(
 
     Returns the received rows, and with ``splits`` given also the received splits (int32), as
     Horovod does.
+
+    :param tensor: the tensor whose slices (along the first dimension) are sent to the ranks.
+    :param splits: how many rows go to each rank of the set, in rank order (a list or an integer tensor, summing to the
+        first dimension); by default equal parts.
+    :param name: a name for the operation, the same on every rank (inside a graph, prefixed with the current name
+        scope); by default one is generated from the order of the calls.
+    :param ignore_name_scope: use ``name`` as it is, without the current name scope.
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
     """
     received, received_splits = mpi_ops.alltoall_tensor(
         tf.convert_to_tensor(tensor), splits, engine_name("alltoall", name, ignore_name_scope), process_set
@@ -195,7 +284,23 @@ def reducescatter(
     postscale_factor: float = 1.0,
 ) -> tf.Tensor:
     """Reduces over ranks and returns this rank's part of the first dimension (the first ranks get
-    one row more when it does not divide evenly)."""
+    one row more when it does not divide evenly).
+
+    :param tensor: the tensor to reduce, the same shape and dtype on every rank; its first dimension is scattered.
+    :param device_dense: accepted for Horovod's signature (the device dense tensors are reduced on); hvd reduces on the
+        CPU, where its backends read tensors, and ignores it.
+    :param compression: compresses the tensor for the wire and decompresses the result, e.g. ``Compression.fp16``
+        (default ``Compression.none``).
+    :param op: the reduction: ``Average`` (the default) or ``Sum``; any other raises ``UnsupportedOperationError``.
+    :param name: a name for the operation, the same on every rank (inside a graph, prefixed with the current name
+        scope); by default one is generated from the order of the calls.
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    :param ignore_name_scope: use ``name`` as it is, without the current name scope.
+    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    """
     compressed, ctx = compression.compress(tf.convert_to_tensor(tensor))
     reduced = mpi_ops.reducescatter_tensors(
         [compressed],
@@ -220,7 +325,23 @@ def grouped_reducescatter(
     prescale_factor: float = 1.0,
     postscale_factor: float = 1.0,
 ) -> list[tf.Tensor]:
-    """Reducescatters a list of tensors as one unit."""
+    """Reducescatters a list of tensors as one unit.
+
+    :param tensors: the tensors reduced and scattered as one group (each as for :func:`reducescatter`).
+    :param device_dense: accepted for Horovod's signature (the device dense tensors are reduced on); hvd reduces on the
+        CPU, where its backends read tensors, and ignores it.
+    :param compression: compresses the tensor for the wire and decompresses the result, e.g. ``Compression.fp16``
+        (default ``Compression.none``).
+    :param op: the reduction: ``Average`` (the default) or ``Sum``; any other raises ``UnsupportedOperationError``.
+    :param name: a name for the operation, the same on every rank (inside a graph, prefixed with the current name
+        scope); by default one is generated from the order of the calls.
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    :param ignore_name_scope: use ``name`` as it is, without the current name scope.
+    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    """
     tensors = list(tensors)
     if not tensors:
         return []

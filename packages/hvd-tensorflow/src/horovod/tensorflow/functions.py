@@ -22,6 +22,14 @@ def broadcast_variables(
 
     Eagerly the variables are updated before this returns (None is returned); in a graph the
     returned op does it when run. ``inplace`` is accepted as Horovod does (the result is the same).
+
+    :param variables: the ``tf.Variable`` objects to overwrite with the root's values, the same on every rank and in the
+        same order.
+    :param root_rank: the rank whose values every rank gets.
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    :param inplace: accepted as Horovod takes it; the result is the same.
     """
     values = collectives.broadcast_(variables, root_rank, process_set=process_set)
     if tf.executing_eagerly():
@@ -30,7 +38,11 @@ def broadcast_variables(
 
 
 def broadcast_global_variables(root_rank: int) -> Any:
-    """An op broadcasting every global variable from ``root_rank`` (tf.compat.v1 graphs)."""
+    """An op broadcasting every global variable from ``root_rank`` (tf.compat.v1 graphs).
+
+    :param root_rank: the rank whose values every rank gets.
+    :raises RuntimeError: when executing eagerly (TensorFlow 2): use ``broadcast_variables``.
+    """
     if tf.executing_eagerly():
         raise RuntimeError(
             "hvd.broadcast_global_variables() does not support eager execution; "
@@ -41,7 +53,11 @@ def broadcast_global_variables(root_rank: int) -> Any:
 
 class BroadcastGlobalVariablesHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[misc]  # (TF is untyped)
     """Broadcasts every global variable from ``root_rank`` once the session is created, so that
-    every rank starts from the same weights (random initialisation or a checkpoint on the root)."""
+    every rank starts from the same weights (random initialisation or a checkpoint on the root).
+
+    :param root_rank: the rank whose global variables every rank gets.
+    :param device: accepted as Horovod takes it (the device of the broadcast); ignored.
+    """
 
     def __init__(self, root_rank: int, device: str = "") -> None:
         super().__init__()
@@ -54,6 +70,11 @@ class BroadcastGlobalVariablesHook(tf.compat.v1.train.SessionRunHook):  # type: 
             self.bcast_op = broadcast_global_variables(self.root_rank)
 
     def after_create_session(self, session: Any, coord: Any) -> None:
+        """Runs the broadcast of the global variables in the new session.
+
+        :param session: the session just created; the broadcast runs in it.
+        :param coord: the session's coordinator (unused).
+        """
         session.run(self.bcast_op)
 
 
@@ -68,6 +89,15 @@ def broadcast_object(
 
     ``session`` is accepted as Horovod's graph-mode form takes it: objects travel outside the
     graph, so the same call works eagerly and in tf.compat.v1 programs.
+
+    :param obj: the object to send, read on the root only (anything cloudpickle can serialise).
+    :param root_rank: the rank whose object is sent (default 0).
+    :param session: accepted as Horovod's graph-mode form takes it (objects travel outside the graph); ignored.
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
     """
     return api.broadcast_object(obj, root_rank, name, process_set)
 
@@ -79,7 +109,16 @@ def broadcast_object_fn(
     process_set: ProcessSet = global_process_set,
 ) -> Callable[[Any], Any]:
     """A function that broadcasts the object it is given from ``root_rank`` (Horovod's form for
-    broadcasting many objects the same way)."""
+    broadcasting many objects the same way).
+
+    :param root_rank: the rank whose objects are sent (default 0).
+    :param session: accepted as Horovod's graph-mode form takes it (objects travel outside the graph); ignored.
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
 
     def broadcast(obj: Any) -> Any:
         return api.broadcast_object(obj, root_rank, name, process_set)
@@ -90,5 +129,14 @@ def broadcast_object_fn(
 def allgather_object(
     obj: Any, session: Any = None, name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> list[Any]:
-    """Returns the list of every rank's ``obj`` (in rank order)."""
+    """Returns the list of every rank's ``obj`` (in rank order).
+
+    :param obj: this rank's object (anything cloudpickle can serialise).
+    :param session: accepted as Horovod's graph-mode form takes it (objects travel outside the graph); ignored.
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
     return api.allgather_object(obj, name, process_set)

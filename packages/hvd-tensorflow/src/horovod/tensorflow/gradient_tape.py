@@ -115,6 +115,26 @@ def DistributedGradientTape(
     variables reduced together; ``gradient_predivide_factor`` splits the average into a division
     before the sum and one after it. ``device_dense``/``device_sparse`` are accepted as Horovod
     takes them.
+
+    :param gradtape: the ``tf.GradientTape`` that records the forward pass; its ``gradient()`` computes the local
+        gradients.
+    :param device_dense: accepted for Horovod's signature (the device dense gradients are reduced on); ignored.
+    :param device_sparse: accepted for Horovod's signature (the device sparse gradients are gathered on); ignored.
+    :param compression: how gradients are compressed for the allreduce, e.g. ``Compression.fp16`` (default
+        ``Compression.none``).
+    :param sparse_as_dense: reduce sparse gradients (``tf.IndexedSlices``) as dense tensors instead of allgathering
+        their values and indices.
+    :param op: the reduction of the gradients: ``Average`` (the default) or ``Sum``; ``Adasum`` raises
+        ``UnsupportedOperationError``.
+    :param gradient_predivide_factor: with ``op=Average``, gradients are scaled by ``1/f`` before the sum and by
+        ``f/size`` after it (default 1.0); other than 1.0 with another ``op``, ``ValueError``.
+    :param num_groups: deprecated: a number of groups, as ``groups`` takes it.
+    :param groups: gradients reduced together as one grouped allreduce: a number of groups (the variables split into
+        that many consecutive groups), or a list of lists of variables, each list a group. By default none; not together
+        with ``num_groups``.
+    :param process_set: the ranks gradients are reduced over (default ``global_process_set``, every rank).
+    :param scale_local_gradients: scale the gradients of local sources (see ``register_local_source``) by ``1/size``
+        (default ``True``), as the reduced ones are averaged.
     """
     reducer = GradientReducer(
         "DistributedGradientTape",
@@ -144,7 +164,28 @@ def PartialDistributedGradientTape(
 ) -> _DistributedGradientTape:
     """A DistributedGradientTape whose ``local_layers`` (a Keras layer or a list of them) keep
     their gradients local: they are not reduced, only scaled by 1/size unless
-    ``scale_local_gradients=False``."""
+    ``scale_local_gradients=False``.
+
+    :param gradtape: the ``tf.GradientTape`` that records the forward pass; its ``gradient()`` computes the local
+        gradients.
+    :param device_dense: accepted for Horovod's signature (the device dense gradients are reduced on); ignored.
+    :param device_sparse: accepted for Horovod's signature (the device sparse gradients are gathered on); ignored.
+    :param compression: how gradients are compressed for the allreduce, e.g. ``Compression.fp16`` (default
+        ``Compression.none``).
+    :param sparse_as_dense: reduce sparse gradients (``tf.IndexedSlices``) as dense tensors instead of allgathering
+        their values and indices.
+    :param op: the reduction of the gradients: ``Average`` (the default) or ``Sum``; ``Adasum`` raises
+        ``UnsupportedOperationError``.
+    :param gradient_predivide_factor: with ``op=Average``, gradients are scaled by ``1/f`` before the sum and by
+        ``f/size`` after it (default 1.0); other than 1.0 with another ``op``, ``ValueError``.
+    :param groups: gradients reduced together as one grouped allreduce: a number of groups (the variables split into
+        that many consecutive groups), or a list of lists of variables, each list a group. By default none; not together
+        with ``num_groups``.
+    :param process_set: the ranks gradients are reduced over (default ``global_process_set``, every rank).
+    :param scale_local_gradients: scale the local layers' gradients by ``1/size`` (default ``True``).
+    :param local_layers: a Keras layer or a list of them whose gradients stay local: not reduced (``ValueError`` for
+        anything else).
+    """
     tape = DistributedGradientTape(
         gradtape,
         device_dense,

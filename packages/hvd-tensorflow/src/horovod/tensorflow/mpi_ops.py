@@ -451,25 +451,45 @@ def _query_op(value: Callable[[], int], name: str | None) -> tf.Tensor:
 
 
 def size_op(process_set_id: int = 0, name: str | None = None) -> tf.Tensor:
-    """The number of ranks (of the process set), as a tensor computed when the graph runs."""
+    """The number of ranks (of the process set), as a tensor computed when the graph runs.
+
+    :param process_set_id: the id of a registered process set (``ProcessSet.process_set_id``; default 0, all ranks).
+    :param name: a name for the TensorFlow op (optional).
+    """
     return _query_op(lambda: api.set_size(_process_set_by_id(process_set_id)), name)
 
 
 def rank_op(process_set_id: int = 0, name: str | None = None) -> tf.Tensor:
-    """This process's rank (in the process set), as a tensor computed when the graph runs."""
+    """This process's rank (in the process set), as a tensor computed when the graph runs.
+
+    :param process_set_id: the id of a registered process set (``ProcessSet.process_set_id``; default 0, all ranks).
+    :param name: a name for the TensorFlow op (optional).
+    """
     return _query_op(lambda: api.set_rank(_process_set_by_id(process_set_id)), name)
 
 
 def local_size_op(name: str | None = None) -> tf.Tensor:
+    """The number of ranks on this host, as a tensor computed when the graph runs.
+
+    :param name: a name for the TensorFlow op (optional).
+    """
     return _query_op(api.local_size, name)
 
 
 def local_rank_op(name: str | None = None) -> tf.Tensor:
+    """This process's rank on its host, as a tensor computed when the graph runs.
+
+    :param name: a name for the TensorFlow op (optional).
+    """
     return _query_op(api.local_rank, name)
 
 
 def process_set_included_op(process_set_id: int = 0, name: str | None = None) -> tf.Tensor:
-    """1 when this process belongs to the process set, 0 when not."""
+    """1 when this process belongs to the process set, 0 when not.
+
+    :param process_set_id: the id of a registered process set (``ProcessSet.process_set_id``; default 0, all ranks).
+    :param name: a name for the TensorFlow op (optional).
+    """
 
     def included() -> int:
         process_set = _process_set_by_id(process_set_id)
@@ -494,7 +514,12 @@ def join() -> tf.Tensor:
 
 
 def barrier(process_set: ProcessSet = global_process_set) -> tf.Tensor:
-    """Blocks until every rank of the process set has reached it (in a graph: when it runs)."""
+    """Blocks until every rank of the process set has reached it (in a graph: when it runs).
+
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
     if not bridge.in_graph():
         api.barrier(process_set)
         return tf.constant(0, dtype=tf.int32)

@@ -147,7 +147,31 @@ def DistributedOptimizer(
     process_set: ProcessSet = global_process_set,
 ) -> Any:
     """Wraps a ``tf.compat.v1.train`` optimizer so that its gradients are averaged over the ranks
-    before they are applied. Keras optimizers are wrapped by ``horovod.tensorflow.keras``."""
+    before they are applied. Keras optimizers are wrapped by ``horovod.tensorflow.keras``.
+
+    :param optimizer: the ``tf.compat.v1.train.Optimizer`` to wrap (``ValueError`` for another).
+    :param name: the name of the wrapping optimizer (default ``Distributed<class name>``).
+    :param use_locking: use locks for the update operations, as ``tf.compat.v1.train.Optimizer`` takes it.
+    :param device_dense: accepted for Horovod's signature (the device dense gradients are reduced on); ignored.
+    :param device_sparse: accepted for Horovod's signature (the device sparse gradients are gathered on); ignored.
+    :param compression: how gradients are compressed for the allreduce, e.g. ``Compression.fp16`` (default
+        ``Compression.none``).
+    :param sparse_as_dense: reduce sparse gradients (``tf.IndexedSlices``) as dense tensors instead of allgathering
+        their values and indices.
+    :param op: the reduction of the gradients: ``Average`` (the default) or ``Sum``; ``Adasum`` raises
+        ``UnsupportedOperationError``.
+    :param gradient_predivide_factor: with ``op=Average``, gradients are scaled by ``1/f`` before the sum and by
+        ``f/size`` after it (default 1.0); other than 1.0 with another ``op``, ``ValueError``.
+    :param num_groups: deprecated: a number of groups, as ``groups`` takes it.
+    :param groups: gradients reduced together as one grouped allreduce: a number of groups (the variables split into
+        that many consecutive groups), or a list of lists of variables, each list a group. By default none; not together
+        with ``num_groups``.
+    :param process_set: the ranks gradients are reduced over (default ``global_process_set``, every rank).
+    :param backward_passes_per_step: the number of gradient computations accumulated locally before they are reduced and
+        applied (default 1; at least 1).
+    :param average_aggregated_gradients: divide the accumulated gradients by ``backward_passes_per_step`` (default:
+        their sum is reduced).
+    """
     if not isinstance(optimizer, tf.compat.v1.train.Optimizer):
         raise ValueError(
             f"hvd.DistributedOptimizer in horovod.tensorflow wraps tf.compat.v1.train optimizers, got "

@@ -14,7 +14,14 @@ from horovod.tensorflow import mpi_ops
 class SyncBatchNormalization(keras.layers.BatchNormalization):  # type: ignore[misc]  # (Keras is untyped)
     """``keras.layers.BatchNormalization`` whose training-time mean and variance are those of the
     batch of every rank together (count-weighted, so ranks may have batches of different sizes).
-    The statistics' allreduce is differentiable, so the gradient reaches every rank's inputs."""
+    The statistics' allreduce is differentiable, so the gradient reaches every rank's inputs.
+
+    :param args: positional arguments of ``keras.layers.BatchNormalization`` (``axis``, ``momentum``, ``epsilon``...).
+    :param process_set: the ranks whose batches are normalised together (keyword only; default ``global_process_set``,
+        every rank).
+    :param kwargs: keyword arguments of ``keras.layers.BatchNormalization``; Horovod's ``fused`` is accepted and ignored
+        (Keras 3 has no fused kernel).
+    """
 
     def __init__(self, *args: Any, process_set: ProcessSet = global_process_set, **kwargs: Any) -> None:
         kwargs.pop("fused", None)  # Horovod's Keras 2 argument; Keras 3 has no fused kernel

@@ -19,9 +19,12 @@ __all__ = ["allgather_object", "broadcast_object", "broadcast_optimizer_state", 
 def broadcast_parameters(params: Any, root_rank: int, *, process_set: ProcessSet = global_process_set) -> None:
     """Overwrites every rank's parameters with ``root_rank``'s, in place.
 
-    ``params``: ``model.state_dict()`` (a dict, broadcast in sorted key order),
-    ``model.named_parameters()`` or ``model.parameters()`` (in their order, which must be the
-    same on every rank).
+    :param params: the tensors to broadcast: ``model.state_dict()`` (a dict, broadcast in sorted key
+        order), ``model.named_parameters()`` or ``model.parameters()`` (in their order, which must be
+        the same on every rank). ``ValueError`` for anything else, or for a value that is not a tensor.
+    :param root_rank: the rank whose parameters every rank gets (a global rank, also with a
+        ``process_set``).
+    :param process_set: the ranks taking part (default ``global_process_set``, every rank).
     """
     if isinstance(params, dict):
         items = sorted(params.items())
@@ -97,8 +100,12 @@ def broadcast_optimizer_state(
     Works for every ``torch.optim`` optimizer but LBFGS (as in Horovod), wrapped in
     DistributedOptimizer or not. State that optimizers create lazily on their first step is created
     first (by a step with zero gradients, as Horovod does), so the state exists after this call.
-    ``model``, as in Horovod: the module whose sparse embeddings (``nn.Embedding(sparse=True)``) get
-    sparse zero gradients in that step, as their real gradients are.
+
+    :param optimizer: the optimizer whose state is broadcast (``ValueError`` for ``torch.optim.LBFGS``).
+    :param root_rank: the rank whose state every rank gets.
+    :param model: as in Horovod, the module whose sparse embeddings (``nn.Embedding(sparse=True)``)
+        get sparse zero gradients in that first step, as their real gradients are; optional.
+    :param process_set: the ranks taking part (default ``global_process_set``, every rank).
     """
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError("cannot broadcast torch.optim.LBFGS state")

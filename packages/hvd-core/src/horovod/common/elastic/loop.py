@@ -23,6 +23,9 @@ def run_fn(func: Callable[..., _R], reset: Callable[[], None]) -> Callable[..., 
     (hosts came or went) keeps the state as it is. Either way ``reset()`` then joins the next world
     (in the same process) and ``func`` runs again. A reset that fails because a peer was lost while
     the world formed is tried again.
+
+    :param func: the training function; it takes the state as its first argument (further arguments are passed through).
+    :param reset: joins the next world after a failure or a change of hosts (e.g. ``shutdown()`` then ``init()``).
     """
 
     @functools.wraps(func)
@@ -67,5 +70,8 @@ def _reset() -> None:
 
 
 def run(func: Callable[..., _R]) -> Callable[..., _R]:
-    """Decorator: runs ``func(state, ...)`` elastically (see :func:`run_fn`); hvd-core's own reset."""
+    """Decorator: runs ``func(state, ...)`` elastically (see :func:`run_fn`); hvd-core's own reset.
+
+    :param func: the training function, called as ``func(state, *args, **kwargs)``.
+    """
     return run_fn(func, _reset)

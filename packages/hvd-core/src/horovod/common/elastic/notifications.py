@@ -45,17 +45,30 @@ class WorkerNotificationManager:
             self._thread.start()
 
     def register_listener(self, listener: HostsListener) -> None:
+        """Adds a listener told of every change in the job's hosts.
+
+        :param listener: an object with ``on_hosts_updated(timestamp, update_res)``, such as a :class:`State`; added
+            once however often it is registered.
+        """
         with self._lock:
             if listener not in self._listeners:
                 self._listeners.append(listener)
 
     def remove_listener(self, listener: HostsListener) -> None:
+        """Stops telling ``listener`` of host changes.
+
+        :param listener: a listener added with :meth:`register_listener` (nothing happens for another).
+        """
         with self._lock:
             if listener in self._listeners:
                 self._listeners.remove(listener)
 
     def handle_hosts_updated(self, timestamp: float, update_res: int) -> None:
-        """Tells every listener that the hosts changed at ``timestamp`` (the driver's clock)."""
+        """Tells every listener that the hosts changed at ``timestamp`` (the driver's clock).
+
+        :param timestamp: when the driver saw the change (its clock).
+        :param update_res: what changed, as ``HostUpdateResult`` flags.
+        """
         with self._lock:
             listeners = list(self._listeners)
         for listener in listeners:

@@ -13,7 +13,7 @@ Each ``init()`` asks the driver for a place in the next world through the job's 
 
 While a world runs, the driver numbers the changes it sees in the set of hosts and publishes each
 as a :class:`HostsUpdate` under :func:`hosts_update_key` (1, 2, ...); workers watch for the next
-number (:mod:`horovod.common.elastic.notifications`) and stop at their next ``commit()``.
+number (``horovod.common.elastic.notifications``) and stop at their next ``commit()``.
 
 Every message is a small JSON object; nothing received is unpickled. Launchers (horovodrun's
 driver, Spark's, Ray's) import this module through :mod:`horovod.common.plugin_api`.

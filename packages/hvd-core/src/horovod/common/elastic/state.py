@@ -35,6 +35,10 @@ class State:
 
     ``bcast_object(obj)`` broadcasts a Python object from rank 0 and ``get_rank()`` is this
     process's rank; both default to horovod.common's.
+
+    :param bcast_object: broadcasts a Python object from rank 0 and returns it on every rank (default:
+        ``horovod.common``'s ``broadcast_object``); a framework's state passes its own.
+    :param get_rank: returns this process's rank (default: ``horovod.common``'s ``rank``).
     """
 
     def __init__(
@@ -47,7 +51,10 @@ class State:
         self._reset_callbacks: list[Callable[[], None]] = []
 
     def register_reset_callbacks(self, callbacks: list[Callable[[], None]]) -> None:
-        """Functions called, in order, after each reset (a new world), e.g. to scale the learning rate."""
+        """Functions called, in order, after each reset (a new world), e.g. to scale the learning rate.
+
+        :param callbacks: functions taking no arguments, added after those already registered.
+        """
         self._reset_callbacks.extend(callbacks)
 
     def on_reset(self) -> None:
@@ -61,6 +68,13 @@ class State:
             callback()
 
     def on_hosts_updated(self, timestamp: float, update_res: int) -> None:
+        """Records a change in the job's hosts (called by the notification manager); acted on at the
+        next :meth:`commit` or :meth:`check_host_updates`.
+
+        :param timestamp: when the driver saw the change (its clock); changes no newer than the current world's are
+            ignored.
+        :param update_res: what changed, as ``HostUpdateResult`` flags (hosts added, removed, or both).
+        """
         self._host_messages.put((timestamp, update_res))
 
     def commit(self) -> None:
@@ -110,6 +124,11 @@ class ObjectState(State):
 
     ``save()`` keeps a deep copy, so changes made after a commit (to a list, say) are undone by
     ``restore()``; ``sync()`` broadcasts the committed values from rank 0.
+
+    :param bcast_object: broadcasts a Python object from rank 0 and returns it on every rank (default:
+        ``horovod.common``'s ``broadcast_object``); a framework's state passes its own.
+    :param get_rank: returns this process's rank (default: ``horovod.common``'s ``rank``).
+    :param kwargs: the attributes the state holds, with their initial values (each set as an attribute of the object).
     """
 
     def __init__(

@@ -41,6 +41,9 @@ class CommitStateCallback(keras.callbacks.Callback):  # type: ignore[misc]  # (K
     The commit for a batch is made once every callback has handled the batch's end: as the next
     batch or epoch begins, or as training ends. A commit raises ``HostsUpdatedInterrupt`` when the
     hosts changed, which ends ``model.fit`` for ``hvd.elastic.run`` to reset.
+
+    :param state: the elastic state to commit (``hvd.elastic.KerasState``).
+    :param batches_per_commit: the number of batches between commits (default 1; ``ValueError`` below 1).
     """
 
     def __init__(self, state: State, batches_per_commit: int = 1) -> None:
@@ -59,22 +62,45 @@ class CommitStateCallback(keras.callbacks.Callback):  # type: ignore[misc]  # (K
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
         # A fit that ended with an error (a lost peer) left its count behind: the state was restored.
+        """Keras hook, at the start of training.
+
+        :param logs: the metrics Keras passes (may be ``None``).
+        """
         self.batches_remaining = self.batches_per_commit
         self._due = False
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        """Keras hook, at the end of each training batch.
+
+        :param batch: the index of the batch within the epoch, as Keras passes it.
+        :param logs: the metrics Keras passes (may be ``None``).
+        """
         self.batches_remaining -= 1
         if self.batches_remaining == 0:
             self.batches_remaining = self.batches_per_commit
             self._due = True
 
     def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        """Keras hook, at the start of each training batch.
+
+        :param batch: the index of the batch within the epoch, as Keras passes it.
+        :param logs: the metrics Keras passes (may be ``None``).
+        """
         self._commit_if_due()
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        """Keras hook, at the start of each epoch.
+
+        :param epoch: the index of the epoch (from 0), as Keras passes it.
+        :param logs: the metrics Keras passes (may be ``None``).
+        """
         self._commit_if_due()
 
     def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
+        """Keras hook, at the end of training.
+
+        :param logs: the metrics Keras passes (may be ``None``).
+        """
         self._commit_if_due()
 
 
@@ -86,6 +112,8 @@ class UpdateBatchStateCallback(keras.callbacks.Callback):  # type: ignore[misc] 
     the first epoch after a reset is shortened by the batches it had done before: put this callback
     before any callback that stops training from its ``on_epoch_end`` (EarlyStopping), whose stop
     it would otherwise take back with its own.
+
+    :param state: the elastic state, with a ``batch`` attribute (``ValueError`` without).
     """
 
     def __init__(self, state: State) -> None:
@@ -98,6 +126,11 @@ class UpdateBatchStateCallback(keras.callbacks.Callback):  # type: ignore[misc] 
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         # Non-zero only in the first epoch after a reset (every epoch's end sets it to 0).
+        """Keras hook, at the start of each epoch.
+
+        :param epoch: the index of the epoch (from 0), as Keras passes it.
+        :param logs: the metrics Keras passes (may be ``None``).
+        """
         self._done_before = int(self.state.batch)
         self._stopped_epoch = False
         steps = (self.params or {}).get("steps")
@@ -105,6 +138,11 @@ class UpdateBatchStateCallback(keras.callbacks.Callback):  # type: ignore[misc] 
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         # `batch` is the index of the epoch's last batch run (Keras's end step).
+        """Keras hook, at the end of each training batch.
+
+        :param batch: the index of the batch within the epoch, as Keras passes it.
+        :param logs: the metrics Keras passes (may be ``None``).
+        """
         self.state.batch = self._done_before + batch + 1
         steps = self.steps_per_epoch
         if self._done_before and steps and self.state.batch >= steps and not self.model.stop_training:
@@ -112,6 +150,11 @@ class UpdateBatchStateCallback(keras.callbacks.Callback):  # type: ignore[misc] 
             self._stopped_epoch = True
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        """Keras hook, at the end of each epoch.
+
+        :param epoch: the index of the epoch (from 0), as Keras passes it.
+        :param logs: the metrics Keras passes (may be ``None``).
+        """
         self.state.batch = 0
         if self._stopped_epoch:
             self._stopped_epoch = False
@@ -121,7 +164,10 @@ class UpdateBatchStateCallback(keras.callbacks.Callback):  # type: ignore[misc] 
 class UpdateEpochStateCallback(keras.callbacks.Callback):  # type: ignore[misc]  # (Keras is untyped)
     """Adds 1 to ``state.epoch`` at each epoch's end: the number of epochs done, which is the epoch
     to resume from (``model.fit(..., initial_epoch=state.epoch, epochs=EPOCHS)``, or Horovod's
-    ``epochs=EPOCHS - state.epoch``: either way the job trains EPOCHS epochs in all)."""
+    ``epochs=EPOCHS - state.epoch``: either way the job trains EPOCHS epochs in all).
+
+    :param state: the elastic state, with an ``epoch`` attribute (``ValueError`` without).
+    """
 
     def __init__(self, state: State) -> None:
         super().__init__()
@@ -129,6 +175,11 @@ class UpdateEpochStateCallback(keras.callbacks.Callback):  # type: ignore[misc] 
         self.state: Any = state  # its attributes are the user's (batch, epoch...)
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        """Keras hook, at the end of each epoch.
+
+        :param epoch: the index of the epoch (from 0), as Keras passes it.
+        :param logs: the metrics Keras passes (may be ``None``).
+        """
         self.state.epoch = int(self.state.epoch) + 1
 
 

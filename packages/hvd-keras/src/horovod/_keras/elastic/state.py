@@ -17,6 +17,10 @@ class KerasState(TensorFlowKerasState):
     What is kept, and how, is ``horovod.tensorflow.elastic.TensorFlowKerasState``'s (an optimizer
     not built yet is built for the model's trainable variables); the broadcast of ``sync()`` is
     Keras's (numpy values through hvd-core), which every Keras backend reads and assigns alike.
+
+    :param model: the Keras model whose variables are kept (built before the state is created).
+    :param optimizer: the optimizer whose variables are kept (default: ``model.optimizer``).
+    :param kwargs: further attributes of the state, as plain values (``batch``, ``epoch``... for the callbacks).
     """
 
     def __init__(self, model: Any, optimizer: Any = None, **kwargs: Any) -> None:

@@ -1,5 +1,5 @@
 """Horovod's elastic Keras API (horovod.tensorflow.keras.elastic): KerasState, the callbacks, run; implemented once in
-:mod:`horovod._keras.elastic`."""
+``horovod._keras.elastic``."""
 
 from horovod._keras import elastic as _implementation
 from horovod._keras.elastic import *  # noqa: F403 - the one implementation, re-exported whole

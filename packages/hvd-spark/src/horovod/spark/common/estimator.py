@@ -62,7 +62,10 @@ class HorovodEstimator(Estimator["HorovodModel"], ParamsReadWrite):
 
     def fit_on_parquet(self, params: dict[Any, Any] | None = None) -> HorovodModel:
         """Trains on a Parquet dataset already at ``store.get_train_data_path()`` (and validates on
-        the one at ``store.get_val_data_path()`` when there is one), with the same params as ``fit``."""
+        the one at ``store.get_val_data_path()`` when there is one), with the same params as ``fit``.
+
+        :param params: an optional param map overriding this estimator's params for this fit, as ``fit`` takes it.
+        """
         from horovod.spark.common.parquet_meta import meta_from_store
 
         estimator = self.copy(params) if params else self

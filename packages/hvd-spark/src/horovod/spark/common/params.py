@@ -30,7 +30,9 @@ def define_params(cls: type[Params], specs: list[ParamSpec]) -> None:
     for spec in specs:
         converter = spec.converter or TypeConverters.identity
         setattr(cls, spec.name, Param(Params._dummy(), spec.name, spec.doc, typeConverter=converter))
-        setattr(cls, f"set{camel(spec.name)}", _setter(spec.name))
+        setter = _setter(spec.name)
+        setter.__doc__ = f"{setter.__doc__}\n\n:param value: the new value: {spec.doc}."
+        setattr(cls, f"set{camel(spec.name)}", setter)
         setattr(cls, f"get{camel(spec.name)}", _getter(spec.name))
     cls._param_defaults = {**getattr(cls, "_param_defaults", {}), **{s.name: s.default for s in specs}}  # type: ignore[attr-defined]
 

@@ -83,6 +83,10 @@ class ParamsReadWrite:
         return ParamsWriter(self)
 
     def save(self, path: str) -> None:
+        """Saves the params that were set to ``path`` (Spark ML persistence).
+
+        :param path: where to write: a directory path or URI that Spark and pyarrow can write.
+        """
         self.write().save(path)
 
     @classmethod
@@ -91,6 +95,10 @@ class ParamsReadWrite:
 
     @classmethod
     def load(cls, path: str) -> Any:
+        """A new instance of this class with the params saved at ``path``.
+
+        :param path: a directory ``save`` wrote (``ValueError`` when it holds another class).
+        """
         return cls.read().load(path)
 
     def _encode_param(self, name: str, value: Any) -> bytes:

@@ -6,7 +6,7 @@ store works over a :mod:`pyarrow.fs` filesystem (no petastorm) and pickles (pick
 because it travels to Spark tasks and to the training ranks.
 
 Paths come in two forms. The getters (:meth:`~Store.get_train_data_path`, :meth:`~Store.get_run_path`,
-...) and :attr:`~FilesystemStore.prefix_path` give *full* paths, URIs that Spark's DataFrameWriter and
+...) and :attr:`~Store.prefix_path` give *full* paths, URIs that Spark's DataFrameWriter and
 readers resolve (``file:///abs/x``, ``hdfs://nn:8020/x``, ``dbfs:/x``). The methods that touch data
 (:meth:`~Store.read`, :meth:`~Store.exists`, ...) accept full or localized paths and localize them for
 the pyarrow filesystem (:meth:`~Store.get_localized_path`).
@@ -47,7 +47,13 @@ class Store(ABC):
 
     @staticmethod
     def create(prefix_path: str, *args: Any, **kwargs: Any) -> Store:
-        """The store for ``prefix_path``: HDFS for ``hdfs://``, DBFS for ``dbfs:/`` and ``/dbfs/``, else local."""
+        """The store for ``prefix_path``: HDFS for ``hdfs://``, DBFS for ``dbfs:/`` and ``/dbfs/``, else local.
+
+        :param prefix_path: the store's root: ``hdfs://...`` makes an :class:`HDFSStore`, ``dbfs:/...`` or ``/dbfs/...``
+            a :class:`DBFSLocalStore`, anything else a :class:`LocalStore`.
+        :param args: further positional arguments of that store's constructor.
+        :param kwargs: further keyword arguments of that store's constructor.
+        """
         if split_url(prefix_path).scheme == "hdfs":
             return HDFSStore(prefix_path, *args, **kwargs)
         if _is_dbfs(DBFSLocalStore.normalize_path(prefix_path)):
@@ -61,31 +67,53 @@ class Store(ABC):
 
     @abstractmethod
     def get_localized_path(self, path: str) -> str:
-        """``path`` (full URI or already localized) as the pyarrow filesystem wants it."""
+        """``path`` (full URI or already localized) as the pyarrow filesystem wants it.
+
+        :param path: a full path (URI) or a localized one.
+        """
 
     @abstractmethod
     def get_full_path(self, path: str) -> str:
-        """``path`` as the URI that Spark reads and writes (``file:///x``, ``hdfs://nn:8020/x``, ``dbfs:/x``)."""
+        """``path`` as the URI that Spark reads and writes (``file:///x``, ``hdfs://nn:8020/x``, ``dbfs:/x``).
+
+        :param path: a full path (URI) or a localized one.
+        """
 
     @abstractmethod
     def exists(self, path: str) -> bool:
-        """True if the path exists in the store."""
+        """True if the path exists in the store.
+
+        :param path: a full path (URI) or a localized one.
+        """
 
     @abstractmethod
     def read(self, path: str) -> bytes:
-        """The contents of the file at ``path``."""
+        """The contents of the file at ``path``.
+
+        :param path: a full path (URI) or a localized one.
+        """
 
     @abstractmethod
     def write(self, path: str, data: bytes | bytearray | memoryview) -> None:
-        """Write ``data`` to ``path`` (replacing it), creating parent directories."""
+        """Write ``data`` to ``path`` (replacing it), creating parent directories.
+
+        :param path: a full path (URI) or a localized one.
+        :param data: the bytes to write.
+        """
 
     @abstractmethod
     def remove(self, path: str) -> None:
-        """Delete a file or a directory tree; nothing happens if it is missing."""
+        """Delete a file or a directory tree; nothing happens if it is missing.
+
+        :param path: a full path (URI) or a localized one.
+        """
 
     @abstractmethod
     def list_files(self, path: str) -> list[str]:
-        """Localized paths of the plain files under ``path``, recursively, sorted."""
+        """Localized paths of the plain files under ``path``, recursively, sorted.
+
+        :param path: a full path (URI) or a localized one.
+        """
 
     @abstractmethod
     def check_writable(self) -> None:
@@ -93,23 +121,38 @@ class Store(ABC):
 
     @abstractmethod
     def is_parquet_dataset(self, path: str) -> bool:
-        """True if the path is the root of a Parquet dataset."""
+        """True if the path is the root of a Parquet dataset.
+
+        :param path: a full path (URI) or a localized one.
+        """
 
     @abstractmethod
     def get_parquet_dataset(self, path: str) -> pq.ParquetDataset:
-        """A :class:`pyarrow.parquet.ParquetDataset` over ``path``."""
+        """A :class:`pyarrow.parquet.ParquetDataset` over ``path``.
+
+        :param path: a full path (URI) or a localized one.
+        """
 
     @abstractmethod
     def get_train_data_path(self, idx: int | str | None = None) -> str:
-        """Full path of the (``idx``-th) training dataset."""
+        """Full path of the (``idx``-th) training dataset.
+
+        :param idx: the dataset's index in the sequence of dataset variations (``None``: the path without an index).
+        """
 
     @abstractmethod
     def get_val_data_path(self, idx: int | str | None = None) -> str:
-        """Full path of the (``idx``-th) validation dataset."""
+        """Full path of the (``idx``-th) validation dataset.
+
+        :param idx: the dataset's index in the sequence of dataset variations (``None``: the path without an index).
+        """
 
     @abstractmethod
     def get_test_data_path(self, idx: int | str | None = None) -> str:
-        """Full path of the (``idx``-th) test dataset."""
+        """Full path of the (``idx``-th) test dataset.
+
+        :param idx: the dataset's index in the sequence of dataset variations (``None``: the path without an index).
+        """
 
     @abstractmethod
     def saving_runs(self) -> bool:
@@ -121,10 +164,16 @@ class Store(ABC):
 
     @abstractmethod
     def sync_fn(self, run_id: str) -> Callable[[str], None]:
-        """A picklable function that copies a local directory recursively into the run path of ``run_id``."""
+        """A picklable function that copies a local directory recursively into the run path of ``run_id``.
+
+        :param run_id: the id of the run.
+        """
 
     def get_run_path(self, run_id: str) -> str:
-        """Full path of the run ``run_id``."""
+        """Full path of the run ``run_id``.
+
+        :param run_id: the id of the run.
+        """
         return join_path(self.get_runs_path(), run_id)
 
     def get_checkpoint_filename(self) -> str:
@@ -132,7 +181,10 @@ class Store(ABC):
         return "checkpoint"
 
     def get_checkpoint_path(self, run_id: str) -> str:
-        """Full path of the checkpoint file of the run ``run_id``."""
+        """Full path of the checkpoint file of the run ``run_id``.
+
+        :param run_id: the id of the run.
+        """
         return join_path(self.get_run_path(run_id), self.get_checkpoint_filename())
 
     def get_logs_subdir(self) -> str:
@@ -140,13 +192,19 @@ class Store(ABC):
         return "logs"
 
     def get_logs_path(self, run_id: str) -> str:
-        """Full path of the logs directory of the run ``run_id``."""
+        """Full path of the logs directory of the run ``run_id``.
+
+        :param run_id: the id of the run.
+        """
         return join_path(self.get_run_path(run_id), self.get_logs_subdir())
 
     def to_remote(self, run_id: str, dataset_idx: int | str | None) -> Store:
         """A view of the store for executors and ranks: the store itself, which pickles.
 
         Its filesystem is created again where it is first used, so nothing from the driver is needed.
+
+        :param run_id: the id of the run (unused: the store is the same everywhere).
+        :param dataset_idx: the dataset's index (unused).
         """
         return self
 
@@ -156,6 +214,10 @@ class Store(ABC):
         hvd's Keras estimator writes whole ``.keras`` model files as checkpoints, so ``model`` and
         ``custom_objects`` (Horovod's way to rebuild a weights-only checkpoint) are accepted for
         compatibility and not needed.
+
+        :param ckpt_path: the checkpoint file (a full or localized path).
+        :param model: accepted for Horovod's signature (the model to load weights into); not needed.
+        :param custom_objects: accepted for Horovod's signature; not needed.
         """
         return base64.b64encode(self.read(ckpt_path)).decode("ascii")
 
@@ -166,6 +228,13 @@ class FilesystemStore(Store):
     ``train_path``, ``val_path``, ``test_path`` and ``runs_path`` override the default locations under
     ``prefix_path`` (``intermediate_train_data``, ..., ``runs``); a dataset index is appended to them as
     ``<path>.<idx>``.
+
+    :param prefix_path: the store's root directory; the default locations of the data and the runs are under it.
+    :param train_path: where training data is materialized (default ``<prefix_path>/intermediate_train_data``).
+    :param val_path: where validation data is materialized (default ``<prefix_path>/intermediate_val_data``).
+    :param test_path: where test data is materialized (default ``<prefix_path>/intermediate_test_data``).
+    :param runs_path: where runs (checkpoints, logs) are kept (default ``<prefix_path>/runs``).
+    :param save_runs: save checkpoints and logs of runs during training (default ``True``).
     """
 
     def __init__(
@@ -336,6 +405,14 @@ class LocalStore(FilesystemStore):
     """The local filesystem (or a shared mount such as NFS) as a store; ``/abs/path`` or ``file:///abs/path``.
 
     Relative paths are made absolute, since Spark's executors do not share the driver's working directory.
+
+    :param prefix_path: the store's root: a local path or a ``file://`` URI, on a filesystem every executor sees at the
+        same path.
+    :param train_path: where training data is materialized (default ``<prefix_path>/intermediate_train_data``).
+    :param val_path: where validation data is materialized (default ``<prefix_path>/intermediate_val_data``).
+    :param test_path: where test data is materialized (default ``<prefix_path>/intermediate_test_data``).
+    :param runs_path: where runs (checkpoints, logs) are kept (default ``<prefix_path>/runs``).
+    :param save_runs: save checkpoints and logs of runs during training (default ``True``).
     """
 
     def _create_filesystem(self) -> pafs.FileSystem:
@@ -357,6 +434,11 @@ class DBFSLocalStore(LocalStore):
     """Databricks File System through its local file API (``/dbfs/...``) as a store.
 
     Takes ``/dbfs/...``, ``file:///dbfs/...`` or ``dbfs:/...``; full paths are ``dbfs:/...`` for Spark.
+
+    :param prefix_path: the store's root on DBFS: ``/dbfs/...``, ``file:///dbfs/...`` or ``dbfs:/...`` (warns for a path
+        outside ``/dbfs``).
+    :param args: further positional arguments of :class:`LocalStore` (``train_path``...).
+    :param kwargs: further keyword arguments of :class:`LocalStore`.
     """
 
     def __init__(self, prefix_path: str, *args: Any, **kwargs: Any) -> None:
@@ -368,7 +450,10 @@ class DBFSLocalStore(LocalStore):
 
     @staticmethod
     def normalize_path(path: str) -> str:
-        """``dbfs:/x`` and ``file:///dbfs/x`` -> ``/dbfs/x``; anything else is returned unchanged."""
+        """``dbfs:/x`` and ``file:///dbfs/x`` -> ``/dbfs/x``; anything else is returned unchanged.
+
+        :param path: a DBFS path in any of its forms.
+        """
         parts = split_url(path)
         if parts.scheme == "dbfs" and not parts.authority:
             return "/dbfs" + parts.path
@@ -392,6 +477,20 @@ class HDFSStore(FilesystemStore):
     fs.defaultFS) are used for :class:`pyarrow.fs.HadoopFileSystem`, which is made on first use, so a
     store can be built and its paths read without libhdfs. ``temp_dir`` is kept for compatibility.
     ``filesystem``, for tests and for other Hadoop-compatible filesystems, replaces the Hadoop one.
+
+    :param prefix_path: the store's root: ``hdfs://host:port/path``, ``hdfs:///path`` or ``/path`` (``ValueError`` for
+        another scheme).
+    :param host: the namenode's host (default: the URL's, else ``default``, the cluster's ``fs.defaultFS``).
+    :param port: the namenode's port (default: the URL's, else 0).
+    :param user: the HDFS user to connect as.
+    :param kerb_ticket: the path of a Kerberos ticket cache to authenticate with.
+    :param driver: only ``libhdfs`` (pyarrow's); another raises ``ValueError``.
+    :param extra_conf: extra Hadoop configuration, key to value, for the connection.
+    :param temp_dir: kept for compatibility with Horovod; unused.
+    :param args: further positional arguments of :class:`FilesystemStore` (``train_path``...).
+    :param filesystem: a pyarrow filesystem used instead of the Hadoop one (tests, other Hadoop-compatible filesystems);
+        keyword only.
+    :param kwargs: further keyword arguments of :class:`FilesystemStore`.
     """
 
     def __init__(

@@ -82,6 +82,8 @@ class KerasEstimator(HorovodEstimator):
     :param train_reader_num_workers: accepted for Horovod's signature (each rank reads with one thread).
     :param val_reader_num_workers: accepted for Horovod's signature.
     :param random_seed: seed of shuffling and of the validation split.
+    :param kwargs: the params above, by name (``TypeError`` for an unknown one); each can also be set later with its
+        ``setX`` method.
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -223,6 +225,7 @@ class KerasModel(HorovodModel):
     :param label_columns: the label columns, in the order of its outputs.
     :param custom_objects: the custom classes and functions the model needs to load.
     :param run_id: the run that trained the model.
+    :param kwargs: the params above, by name.
     """
 
     def __init__(self, **kwargs: Any) -> None:

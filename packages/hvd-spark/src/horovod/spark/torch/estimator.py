@@ -60,6 +60,8 @@ class TorchEstimator(HorovodEstimator):
     :param validation_steps_per_epoch: validation steps per epoch (default: the whole shard).
     :param transformation_fn: function applied to each batch (dict of column name -> numpy array).
     :param random_seed: seed of shuffling and of the validation split.
+    :param kwargs: the params above, by name (``TypeError`` for an unknown one); each can also be set later with its
+        ``setX`` method.
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -156,6 +158,7 @@ class TorchModel(HorovodModel):
     :param run_id: the run that trained the model.
     :param loss: the loss(es).
     :param loss_constructors: the loss constructors.
+    :param kwargs: the params above, by name.
     """
 
     def __init__(self, **kwargs: Any) -> None:

@@ -5,7 +5,7 @@ Keras model and its optimizer), and hvd-core's ``State`` and ``ObjectState``. Ru
 ``horovodrun --min-np/--max-np`` (and ``--host-discovery-script`` or ``-H``).
 
 The states load on first use, as the package's other names do: hvd-keras builds its ``KerasState``
-on :mod:`horovod.tensorflow.elastic.keras_state`, which imports no TensorFlow, so that it serves
+on ``horovod.tensorflow.elastic.keras_state``, which imports no TensorFlow, so that it serves
 Keras on torch too.
 """
 
@@ -35,6 +35,9 @@ def run(func: Callable[..., _R]) -> Callable[..., _R]:
     A peer lost inside a ``tf.function`` or a session (TensorFlow's ``AbortedError`` from one of
     hvd's kernels) counts as ``HorovodInternalError``. Collectives must not be the call to ``func``
     itself (new workers would run them while the others synchronise).
+
+    :param func: the training function, called as ``func(state, *args, **kwargs)`` with a state such as
+        :class:`~horovod.tensorflow.elastic.TensorFlowKerasState`.
     """
     return common_run(raising_horovod_errors(func))
 

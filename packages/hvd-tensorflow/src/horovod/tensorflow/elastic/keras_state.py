@@ -26,6 +26,11 @@ class TensorFlowKerasState(VariablesState):
     would have none of the slots rank 0 broadcasts: an optimizer not built yet is built here for
     the model's trainable variables, as ``model.fit`` builds it. Build the model itself (give it
     its input shape) before creating the state, on every worker alike.
+
+    :param model: the Keras model whose variables are kept (built before the state is created).
+    :param optimizer: the Keras optimizer whose variables are kept (default: ``model.optimizer``).
+    :param backend: accepted as Horovod takes it (TensorFlow 1's Keras session); unused.
+    :param kwargs: further attributes of the state, as plain values (:class:`~horovod.common.elastic.ObjectState`).
     """
 
     def __init__(self, model: Any, optimizer: Any = None, backend: Any = None, **kwargs: Any) -> None:

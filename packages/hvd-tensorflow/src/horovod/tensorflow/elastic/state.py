@@ -20,6 +20,12 @@ class TensorFlowState(VariablesState):
     keeps no global variables. In a ``tf.compat.v1`` graph the variables are read and written
     through ``session`` (default: the default session) and default to the graph's global
     variables. Every other keyword is a plain attribute (:class:`~horovod.common.elastic.ObjectState`).
+
+    :param variables: the variables kept (``tf.Variable`` or Keras variables); required eagerly, default in a graph: the
+        global variables.
+    :param session: in a ``tf.compat.v1`` graph, the session variables are read and written through (default: the
+        default session).
+    :param kwargs: further attributes of the state, as plain values (:class:`~horovod.common.elastic.ObjectState`).
     """
 
     def __init__(self, variables: Sequence[Any] | None = None, session: Any = None, **kwargs: Any) -> None:

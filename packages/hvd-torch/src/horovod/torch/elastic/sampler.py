@@ -25,6 +25,10 @@ class ElasticSampler(torch.utils.data.Sampler[int]):
     batch ``batch_idx`` in the same step, and the record needs no communication. Keep the sampler in
     a ``TorchState``, record after each step and commit: a worker lost after a commit loses nothing
     of what the sampler recorded. Call ``set_epoch`` at the end of an epoch (it clears the record).
+
+    :param dataset: the dataset sampled (anything with a length).
+    :param shuffle: visit the indices in a permutation drawn anew each epoch (default ``True``); in order otherwise.
+    :param seed: the seed of the permutation, added to the epoch number; the same on every rank (default 0).
     """
 
     def __init__(self, dataset: Sized, shuffle: bool = True, seed: int = 0) -> None:
@@ -43,24 +47,38 @@ class ElasticSampler(torch.utils.data.Sampler[int]):
         self.reset()
 
     def set_epoch(self, epoch: int) -> None:
-        """Starts epoch ``epoch`` (its own permutation); forgets what was processed."""
+        """Starts epoch ``epoch`` (its own permutation); forgets what was processed.
+
+        :param epoch: the epoch number, which seeds its permutation (with ``seed``).
+        """
         self.epoch = epoch
         self.processed_indices = set()
         self.reset()
 
     def record_batch(self, batch_idx: int, batch_size: int) -> None:
-        """Records batch ``batch_idx`` (of ``batch_size``) of every rank as processed."""
+        """Records batch ``batch_idx`` (of ``batch_size``) of every rank as processed.
+
+        :param batch_idx: the index of the batch within this rank's indices since the last reset.
+        :param batch_size: the number of samples per batch on each rank.
+        """
         start = batch_idx * batch_size
         for r in range(self.num_replicas):
             mine = self._world_indices[r : self.total_size : self.num_replicas]
             self.processed_indices.update(mine[start : min(start + batch_size, len(mine))])
 
     def record_indices(self, indices: Iterable[int]) -> None:
-        """Records ``indices`` as processed (this rank's only: a sync unites every rank's record)."""
+        """Records ``indices`` as processed (this rank's only: a sync unites every rank's record).
+
+        :param indices: dataset indices this rank has processed.
+        """
         self.processed_indices.update(int(i) for i in indices)
 
     def get_indices(self, batch_idx: int, batch_size: int) -> list[int]:
-        """This rank's indices of batch ``batch_idx``."""
+        """This rank's indices of batch ``batch_idx``.
+
+        :param batch_idx: the index of the batch within this rank's indices since the last reset.
+        :param batch_size: the number of samples per batch.
+        """
         start = batch_idx * batch_size
         return self.indices[start : min(start + batch_size, len(self.indices))]
 
@@ -68,6 +86,10 @@ class ElasticSampler(torch.utils.data.Sampler[int]):
         return {"epoch": self.epoch, "processed_indices": set(self.processed_indices)}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restores the epoch and the processed indices of ``state_dict`` and partitions the rest anew.
+
+        :param state_dict: a dict ``state_dict()`` returned (the epoch and the processed indices).
+        """
         self.epoch = int(state_dict["epoch"])
         self.processed_indices = set(state_dict["processed_indices"])
         self.reset()

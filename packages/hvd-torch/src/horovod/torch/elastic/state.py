@@ -64,6 +64,11 @@ class TorchState(ObjectState):
     ``optimizer`` or any keyword, are saved as deep copies of their ``state_dict`` and synchronised
     with ``broadcast_parameters`` / ``broadcast_optimizer_state``; every other keyword is a plain
     attribute (:class:`~horovod.common.elastic.ObjectState`). All are attributes of the state.
+
+    :param model: a ``torch.nn.Module`` kept in the state (its ``state_dict``), optional.
+    :param optimizer: a ``torch.optim.Optimizer`` kept in the state (its ``state_dict``), optional.
+    :param kwargs: further objects kept in the state, by attribute name: models, optimizers and ``ElasticSampler``
+        objects by their ``state_dict``, anything else as a plain attribute (deep-copied at each commit).
     """
 
     _handlers: dict[str, _Handler]

@@ -1,0 +1,15 @@
+"""Docstrings of hvd-core's public API say what each argument does (a ``:param name:`` for each)."""
+
+from __future__ import annotations
+
+from horovod.common.testing.docstrings import assert_parameters_documented
+
+
+def test_every_public_parameter_is_documented() -> None:
+    assert_parameters_documented(
+        [
+            "horovod.common",
+            "horovod.common.framework_api",
+            "horovod.common.elastic",
+        ]
+    )
