@@ -123,3 +123,26 @@ def test_a_killed_rank_is_named_with_the_signal(spark: object) -> None:
         horovod.spark.run(killed_on_rank_one, num_proc=2, start_timeout=120, verbose=0, stderr=io.StringIO())
     assert failure.value.rank == 1
     assert "(ranks [0] failed too)" in str(failure.value)  # rank 0's allreduce failed, naming rank 1
+
+
+def fails_while_rank_zero_keeps_going() -> int:
+    import time
+
+    import horovod.torch as hvd
+
+    hvd.init()
+    if hvd.rank() == 1:
+        raise ValueError("rank one gives up")
+    time.sleep(300)  # no collective: nothing tells rank 0 that rank 1 is gone
+    return 0
+
+
+def test_ranks_still_running_after_a_failure_are_cancelled(spark: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    from horovod.spark import driver
+
+    monkeypatch.setattr(driver, "FAILURE_GRACE_S", 3.0)
+    with pytest.raises(RankFailed, match=r"rank 1 failed: ValueError: rank one gives up") as failure:
+        horovod.spark.run(
+            fails_while_rank_zero_keeps_going, num_proc=2, start_timeout=120, verbose=0, stderr=io.StringIO()
+        )
+    assert failure.value.rank == 1

@@ -231,13 +231,20 @@ class SparkJob:
             first = self._culprit(failed)
             text = outcomes[first][1].decode("utf-8", "replace") if first in outcomes else ""
             others = [r for r in failed if r != first]
-            message = f"horovod.spark.run: rank {first} failed: {_last_line(text) or _first_line(job.error)}"
+            reason = _last_line(text) or self._reported_reason(first) or _first_line(job.error)
+            message = f"horovod.spark.run: rank {first} failed: {reason}"
             if others:
                 message += f" (ranks {others} failed too)"
             if text:
                 message += f"\n\nrank {first}'s traceback:\n{text}"
             raise RankFailed(first, message, text) from job.error
         return [cloudpickle.loads(outcomes[rank][1]) for rank in range(self._num_proc)]
+
+    def _reported_reason(self, rank: int) -> str:
+        """What ``rank`` reported as it began to fail (its exception), when its result never came
+        back (the job was cancelled while other ranks still ran)."""
+        with self._changed:
+            return next((reason for _, r, reason in sorted(self._failures) if r == rank), "")
 
     def _culprit(self, failed: list[int]) -> int:
         """The rank that failed first: the first to report a failure of its own (not a Horovod error
