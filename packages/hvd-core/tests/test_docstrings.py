@@ -11,5 +11,6 @@ def test_every_public_parameter_is_documented() -> None:
             "horovod.common",
             "horovod.common.framework_api",
             "horovod.common.elastic",
+            "horovod.common.plugin_api",
         ]
     )

@@ -16,6 +16,16 @@ def find_backend_library(directory: str, names: Sequence[str], distribution: str
     """The absolute path of the first of ``names`` in ``directory``, else where ``distribution``'s
     installed files put it.
 
+    :param directory: the directory the backend package installs its library into (beside its Python
+        code, in a subdirectory holding no Python source).
+    :param names: the file names the library may have, in the order to look for them (e.g.
+        ``("libhvd_backend_gloo.so", "libhvd_backend_gloo.dylib")``).
+    :param distribution: the backend package's distribution name (``"hvd-backend-gloo"``), whose
+        installed files (its RECORD) are searched when ``directory`` has none of ``names``, as after
+        an editable install; it also prefixes the error message.
+    :param install_hint: how to install the package, for the error message, e.g.
+        ``"install the package (pip install hvd-backend-gloo)"``.
+
     Raises:
         FileNotFoundError: naming the files looked for and ``install_hint`` (e.g. the package was
             imported from a source tree instead of an installed wheel).

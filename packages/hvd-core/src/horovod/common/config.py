@@ -164,7 +164,11 @@ def topology_from_env(env: Mapping[str, str]) -> Topology:
 
 def failure_report_key(job_key: str) -> str:
     """The store key under which a launcher describes the first rank its job lost (one line of
-    text, or empty for none): the contract between launchers and the engine."""
+    text, or empty for none): the contract between launchers and the engine.
+
+    :param job_key: the key prefix unique to the job (``HOROVOD_JOB_KEY``; for a world of an elastic
+        job, that world's own key prefix).
+    """
     return f"{job_key}/lost"
 
 

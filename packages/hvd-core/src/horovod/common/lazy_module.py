@@ -26,6 +26,19 @@ def lazy_exports(
     re-exports hvd-core's names from ``horovod.common.framework_api``) to the space-separated names
     it defines; ``submodules`` may be imported as attributes. When an import fails because the module
     ``framework`` is missing, the error says so and how to install it (``install_hint``).
+
+    :param package: the dotted name of the package, e.g. ``"horovod.torch"``; submodules named
+        without a dot are imported relative to it.
+    :param namespace: the package's module namespace (its ``globals()``): names already in it are
+        listed by ``__dir__``, and each name of ``exports`` is stored there when first loaded, so it is
+        looked up only once.
+    :param exports: maps a module (a submodule of ``package``, or any module when the name has a dot)
+        to the space-separated public names it defines.
+    :param submodules: the names of the submodules (relative to ``package``, e.g. ``"elastic"``) that
+        ``__getattr__`` imports when they are asked for as attributes.
+    :param framework: the name of the framework's top-level module (``"torch"``): a
+        ``ModuleNotFoundError`` for it becomes an ``ImportError`` that names it.
+    :param install_hint: how to install the framework, appended to that error.
     """
     where = {name: module for module, names in exports.items() for name in names.split()}
     modules = set(submodules)

@@ -52,13 +52,26 @@ class PluginError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class PluginInfo:
-    """One plugin as seen by the manager, for ``horovodrun --list-plugins`` and error messages."""
+    """One plugin as seen by the manager, for ``horovodrun --list-plugins`` and error messages.
+
+    :param name: the entry-point name (or the name given to
+        :meth:`~horovod.common.plugins.PluginManager.register`).
+    :param module: the module (or ``module:attr``) the entry point points to; for an in-process
+        plugin, the module (or the class's module) of the object registered.
+    :param distribution: the name of the distribution declaring the entry point; None for in-process
+        plugins.
+    :param version: that distribution's version; None for in-process plugins.
+    :param status: ``"loaded"``; ``"failed"`` (it failed to import or register, or one of its hooks
+        raised); ``"disabled"`` (named by ``HOROVOD_PLUGINS_DISABLE``); or ``"duplicate"`` (a plugin
+        of the same name was found first, and this one is ignored).
+    :param reason: why it is not loaded (empty when loaded).
+    """
 
     #: Entry-point name (or the name given to :meth:`~horovod.common.plugins.PluginManager.register`).
     name: str
     #: The module (or ``module:attr``) the entry point points to.
     module: str
-    #: Name and version of the distribution declaring it; None for in-process plugins.
+    #: Name of the distribution declaring it (its version is ``version``); None for in-process plugins.
     distribution: str | None
     version: str | None
     status: PluginStatus

@@ -13,7 +13,17 @@ from typing import Any
 
 @dataclasses.dataclass(frozen=True)
 class Topology:
-    """Where this process sits in the job, as the launcher (or the test kit) describes it."""
+    """Where this process sits in the job, as the launcher (or the test kit) describes it.
+
+    :param rank: this process's rank in the job, from 0 to ``size - 1``.
+    :param size: the number of processes in the job.
+    :param local_rank: this process's rank among the job's processes on its host.
+    :param local_size: the number of the job's processes on this process's host.
+    :param cross_rank: this process's rank among the job's processes that have its ``local_rank``
+        (the rank of its host, when every host runs as many processes).
+    :param cross_size: the number of the job's processes that have this process's ``local_rank``
+        (the number of hosts, when every host runs as many processes).
+    """
 
     rank: int = 0
     size: int = 1
@@ -47,6 +57,13 @@ class ExternalWorld:
     """A job, or a world inside one, that a plugin describes because horovodrun did not start it:
     the ranks of ``mpirun -np 4 python train.py``, or the members of an mpi4py communicator given to
     ``init(comm=...)``. Answer of the hooks ``hvd_external_launch`` and ``hvd_init_world``.
+
+    :param topology: this process's place in the job or world.
+    :param backend: the name of the backend (a :class:`~horovod.common.plugin_api.BackendSpec`'s
+        ``name``) that must connect it. It connects its ranks by itself: the engine hands it an
+        in-memory store, since no rendezvous server exists.
+    :param name: what tells this world from other worlds of the same job in store keys (for a
+        backend that keys its set-up by them); ``""`` when the backend needs no store.
 
     .. versionadded:: 0.2
     """
