@@ -38,13 +38,13 @@ def case_allreduce() -> None:
     n, rank = _init()
     checks: list[tuple[Any, np.ndarray, str, str]] = []
     for dtype in ALL_DTYPES:
-        for op in ops_for(hvd, dtype):
+        for op in ops_for(dtype):
             inputs = [contribution(r, (3, 5), dtype, small=op == hvd.Product) for r in range(n)]
             mine = nd(inputs[rank])
             checks.append(
                 (
                     hvd.allreduce(mine, op=op, name=f"ar.{dtype}.{op}"),
-                    reference(hvd, op, inputs),
+                    reference(op, inputs, dtype),
                     dtype,
                     f"allreduce {dtype} op={op}",
                 )
@@ -53,7 +53,7 @@ def case_allreduce() -> None:
             inplace = nd(inputs[rank])
             before = pointer(inplace)
             assert hvd.allreduce_(inplace, op=op, name=f"ar_.{dtype}.{op}") is inplace
-            checks.append((inplace, reference(hvd, op, inputs), dtype, f"allreduce_ {dtype} op={op}"))
+            checks.append((inplace, reference(op, inputs, dtype), dtype, f"allreduce_ {dtype} op={op}"))
             assert pointer(inplace) == before, "allreduce_ moved the array's memory"
         if dtype != "bool":
             inputs = [contribution(r, (4,), dtype) for r in range(n)]
@@ -62,7 +62,7 @@ def case_allreduce() -> None:
                     nd(inputs[rank]), op=op, prescale_factor=2.0, postscale_factor=0.5, name=f"ar.scaled.{dtype}.{op}"
                 )
                 checks.append(
-                    (result, reference(hvd, op, inputs, 2.0, 0.5), dtype, f"scaled allreduce {dtype} op={op}")
+                    (result, reference(op, inputs, dtype, 2.0, 0.5), dtype, f"scaled allreduce {dtype} op={op}")
                 )
     for actual, expected, dtype, what in checks:  # read only now: every collective was in flight at once
         assert_close(actual, expected, dtype, what)
@@ -89,8 +89,8 @@ def case_grouped() -> None:
     returned = hvd.grouped_allreduce_(in_place, op=hvd.Max, name="g.ar_")
     assert all(r is a for r, a in zip(returned, in_place, strict=True))
     for i, dtype in enumerate(dtypes):
-        assert_close(results[i], reference(hvd, hvd.Sum, inputs[i]), dtype, f"grouped_allreduce #{i}")
-        assert_close(in_place[i], reference(hvd, hvd.Max, inputs[i]), dtype, f"grouped_allreduce_ #{i}")
+        assert_close(results[i], reference(hvd.Sum, inputs[i], dtype), dtype, f"grouped_allreduce #{i}")
+        assert_close(in_place[i], reference(hvd.Max, inputs[i], dtype), dtype, f"grouped_allreduce_ #{i}")
     assert [pointer(a) for a in in_place] == pointers
     assert hvd.grouped_allreduce([]) == [] and hvd.grouped_allreduce_([]) == []
     averaged = hvd.grouped_allreduce([mx.nd.ones(2) * rank], prescale_factor=2.0, name="g.avg")
@@ -160,7 +160,7 @@ def case_reducescatter() -> None:
         for op in (hvd.Sum, hvd.Average):
             rows = 2 * n + 1  # uneven: the first rank gets one row more
             inputs = [contribution(r, (rows, 3), dtype) for r in range(n)]
-            full = reference(hvd, op, inputs, 2.0 if dtype.startswith("float") else 1.0)
+            full = reference(op, inputs, dtype, 2.0 if dtype.startswith("float") else 1.0)
             start = sum(rows // n + (1 if r < rows % n else 0) for r in range(rank))
             mine = rows // n + (1 if rank < rows % n else 0)
             scale = 2.0 if dtype.startswith("float") else 1.0

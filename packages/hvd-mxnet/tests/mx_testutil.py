@@ -16,6 +16,7 @@ import numpy as np
 
 from horovod.common.testing import batch
 from horovod.common.testing.batch import Call, Outcomes
+from horovod.common.testing.cases import contribution, ops_for, reference  # noqa: F401  (re-exported for the cases)
 
 RANK_ENV = {
     "HOROVOD_CPU_OPERATIONS": "gloo",
@@ -44,48 +45,9 @@ def import_mxnet() -> Any:
     return mx
 
 
-def contribution(rank: int, shape: tuple[int, ...], dtype: str, small: bool = False) -> np.ndarray:
-    """Rank ``rank``'s input as numpy: small integers, exact in every dtype."""
-    count = int(np.prod(shape)) if shape else 1
-    values = (np.arange(count) * 7 + rank * 3) % 5
-    if small:  # for products: 1 or 2
-        values = values % 2 + 1
-    if dtype == "bool":
-        return np.asarray(values % 2 == 1).reshape(shape)
-    return values.reshape(shape).astype(dtype)
-
-
 def nd(array: np.ndarray) -> Any:
     """An NDArray of ``array``'s dtype (mx.nd.array alone would make float64 float32)."""
     return import_mxnet().nd.array(array, dtype=array.dtype)
-
-
-def ops_for(hvd: Any, dtype: str) -> list[int]:
-    if dtype == "bool":
-        return [hvd.Min, hvd.Max, hvd.Product]
-    return [hvd.Sum, hvd.Average, hvd.Min, hvd.Max, hvd.Product]
-
-
-def reference(hvd: Any, op: int, inputs: list[np.ndarray], prescale: float = 1.0, postscale: float = 1.0) -> np.ndarray:
-    """What a reduction computes, in float64: scale each input, reduce, scale (Average: / count);
-    integers truncated as the engine does."""
-    dtype = inputs[0].dtype
-    stacked = np.stack([x.astype(np.float64) for x in inputs])
-    if dtype == np.bool_:
-        return stacked.min(0) if op in (hvd.Min, hvd.Product) else stacked.max(0)
-    integer = np.issubdtype(dtype, np.integer)
-    stacked = stacked * prescale
-    if integer:
-        stacked = np.trunc(stacked)
-    reduced = {
-        hvd.Sum: lambda: stacked.sum(0),
-        hvd.Average: lambda: stacked.sum(0),
-        hvd.Min: lambda: stacked.min(0),
-        hvd.Max: lambda: stacked.max(0),
-        hvd.Product: lambda: stacked.prod(0),
-    }[op]()
-    result = reduced * (postscale / len(inputs) if op == hvd.Average else postscale)
-    return np.trunc(result) if integer else result
 
 
 def assert_close(actual: Any, expected: np.ndarray, dtype: str, what: str) -> None:

@@ -45,10 +45,11 @@ def _assert_close(actual: np.ndarray, expected: np.ndarray, dtype: str, what: st
     assert np.allclose(a, e, rtol=tolerance, atol=tolerance), f"{what}: got {a.ravel()[:8]}, expected {e.ravel()[:8]}"
 
 
-def _reference(
+def reference(
     op: int, inputs: list[np.ndarray], dtype: str, prescale: float = 1.0, postscale: float = 1.0
 ) -> np.ndarray:
-    """What the engine computes: scale each input, reduce, scale (Average divides by the count)."""
+    """What the engine computes: scale each input, reduce, scale (Average divides by the count).
+    Framework packages' tests compare their results with it, from numpy copies of their inputs."""
     n = len(inputs)
     if dtype == "bool":
         stacked = np.stack(inputs)
@@ -87,13 +88,13 @@ def case_allreduce(dtype_names: tuple[str, ...]) -> None:
             small = op == hvd.Product
             inputs = [contribution(r, shape, dtype, small) for r in range(n)]
             result = hvd.allreduce(inputs[hvd.rank()], name=f"ar.{dtype}.{op}", op=op)
-            _assert_close(result, _reference(op, inputs, dtype), dtype, f"allreduce {dtype} op={op}")
+            _assert_close(result, reference(op, inputs, dtype), dtype, f"allreduce {dtype} op={op}")
         if dtype != "bool":
             inputs = [contribution(r, shape, dtype) for r in range(n)]
             result = hvd.allreduce(
                 inputs[hvd.rank()], name=f"ar.scaled.{dtype}", op=hvd.Sum, prescale_factor=2.0, postscale_factor=0.5
             )
-            _assert_close(result, _reference(hvd.Sum, inputs, dtype, 2.0, 0.5), dtype, f"scaled allreduce {dtype}")
+            _assert_close(result, reference(hvd.Sum, inputs, dtype, 2.0, 0.5), dtype, f"scaled allreduce {dtype}")
     # Scalars and empty tensors are legal.
     scalar = hvd.allreduce(np.float32(hvd.rank()), op=hvd.Sum, name="ar.scalar")
     assert scalar.shape == () and scalar == sum(range(n)), scalar
@@ -158,7 +159,7 @@ def case_reducescatter(dtype_names: tuple[str, ...]) -> None:
         for op in (hvd.Sum, hvd.Average):
             inputs = [contribution(r, (rows, 3), dtype) for r in range(n)]
             result = hvd.reducescatter(inputs[rank], name=f"rs.{dtype}.{op}", op=op)
-            expected = _reference(op, inputs, dtype)[start : start + counts[rank]]
+            expected = reference(op, inputs, dtype)[start : start + counts[rank]]
             _assert_close(result, expected, dtype, f"reducescatter {dtype} op={op}")
 
 
