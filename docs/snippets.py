@@ -319,11 +319,13 @@ def _check_pip(words: list[str], block: Block) -> None:
 
 
 def _check_dev(words: list[str], block: Block) -> None:
-    if words[1:2] not in (["train"], ["test"], ["docs"]):
-        raise SnippetError(f"{block.where}: ./dev has no command {words[1:2]}")
+    commands = re.findall(r"^  (\w+)\) ", (ROOT / "dev").read_text(), re.MULTILINE)  # the script's case arms
+    if words[1:2] not in ([c] for c in commands):
+        raise SnippetError(f"{block.where}: ./dev has no command {words[1:2]} (it has {commands})")
     if "-s" in words:
         session = words[words.index("-s") + 1]
-        sessions = {"bench", "train", "lint", "cpp-tests-hvd-core"} | {f"tests-{n}" for n in _repo_distributions()}
+        sessions = {"bench", "train", "lint", "cpp-tests-hvd-core", "docs", "dist", "tests-dist"}
+        sessions |= {f"tests-{n}" for n in _repo_distributions()}
         noxfile = (ROOT / "noxfile.py").read_text()
         if session not in sessions or not re.search(rf"\b{re.escape(session.split('-')[0])}\b", noxfile):
             raise SnippetError(f"{block.where}: ./dev test -s {session}: no such session")

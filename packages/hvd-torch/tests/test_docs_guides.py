@@ -24,6 +24,8 @@ PAGES = [
     "backend-plugin.md",
     "migrating.md",
     "troubleshooting.md",
+    "versioning.md",
+    "distributions.md",
 ]
 #: Pages whose blocks other environments run: what they need is not here.
 ELSEWHERE = {
