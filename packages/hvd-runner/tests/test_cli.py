@@ -4,6 +4,7 @@ features refused for now, --check-build and --list-plugins."""
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import shutil
 import sys
 import textwrap
@@ -447,7 +448,7 @@ def test_list_plugins() -> None:
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["NAME", "DISTRIBUTION", "VERSION", "STATUS", "REASON"]
     runner = [line.split() for line in lines if line.startswith("runner ")]
-    assert runner and runner[0][1:4] == ["hvd-runner", "0.1.0", "loaded"]
+    assert runner and runner[0][1:4] == ["hvd-runner", importlib.metadata.version("hvd-runner"), "loaded"]
 
 
 def test_list_plugins_shows_why_a_plugin_is_not_loaded() -> None:
