@@ -3,8 +3,12 @@ names another directory), and the repository's packages they were built from."""
 
 from __future__ import annotations
 
+import email.parser
+import email.policy
 import os
 import sys
+import zipfile
+from email.message import Message
 from pathlib import Path
 
 import pytest
@@ -43,3 +47,14 @@ def wheels(dist_dir: Path, repo_packages: dict[str, Package]) -> dict[str, Path]
             pytest.fail(f"{name}: expected one wheel in {dist_dir}, found {[p.name for p in wheel_files]}")
         found[name] = wheel_files[0]
     return found
+
+
+def wheel_metadata(wheel: Path) -> tuple[Message, dict[str, str]]:
+    """The wheel's METADATA, and its other .dist-info files by name."""
+    with zipfile.ZipFile(wheel) as archive:
+        info = {
+            n.split("/", 1)[1]: archive.read(n).decode()
+            for n in archive.namelist()
+            if n.split("/")[0].endswith(".dist-info")
+        }
+    return email.parser.Parser(policy=email.policy.compat32).parsestr(info["METADATA"]), info

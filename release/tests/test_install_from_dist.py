@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
-from test_metadata import wheel_metadata
+
+from conftest import wheel_metadata
 
 JOB = Path(__file__).with_name("dist_job.py")
 #: The CPU build of torch this repository tests (an unpinned torch resolves to a CUDA build), and the

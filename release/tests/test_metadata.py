@@ -5,33 +5,18 @@ exist, ``Requires-Python``, project URLs and the entry points of its pyproject.t
 from __future__ import annotations
 
 import configparser
-import email.parser
-import email.policy
 import tarfile
-import zipfile
-from email.message import Message
 from pathlib import Path
 
 import pytest
 import trove_classifiers
 from repo_packages import Package, packages
 
-from conftest import distribution_files
+from conftest import distribution_files, wheel_metadata
 
 NAMES = sorted(packages())
 #: The project URLs every package lists (a package index shows them as its links).
 URL_LABELS = {"Homepage", "Documentation", "Source", "Changelog", "Issues"}
-
-
-def wheel_metadata(wheel: Path) -> tuple[Message, dict[str, str]]:
-    """The wheel's METADATA, and its other .dist-info files by name."""
-    with zipfile.ZipFile(wheel) as archive:
-        info = {
-            n.split("/", 1)[1]: archive.read(n).decode()
-            for n in archive.namelist()
-            if n.split("/")[0].endswith(".dist-info")
-        }
-    return email.parser.Parser(policy=email.policy.compat32).parsestr(info["METADATA"]), info
 
 
 @pytest.mark.parametrize("name", NAMES)

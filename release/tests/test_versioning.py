@@ -12,10 +12,9 @@ import tomllib
 from packaging.requirements import Requirement
 from packaging.version import Version
 from repo_packages import Package, packages
-from test_metadata import wheel_metadata
 from versioning import CONTRACT_MAJORS, breaking_boundary, compatibility_line, contract_majors, range_problems
 
-from conftest import distribution_files
+from conftest import distribution_files, wheel_metadata
 
 NAMES = sorted(packages())
 

@@ -16,6 +16,8 @@
 #     INSTALL_DIR <dir>           # where the library goes in the wheel
 #     [EXPORTS_MAP <file>]        # a linker version script: the only symbols the library exports
 #     [EXCLUDE_LIBS]              # keep the symbols of static libraries linked in local
+#     [UNDEFINED_FROM_PROCESS]    # leave symbols undefined that the process provides before it
+#                                 # opens the library (the MPI backend's libmpi, loaded first)
 #     [VERSION_DEFINE <NAME>])    # NAME="<package version>" when scikit-build-core builds it
 #
 # and then links its own dependencies (target_link_libraries(<target> PRIVATE ...)).
@@ -41,7 +43,7 @@ if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
 endif()
 
 function(hvd_add_backend target)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "EXCLUDE_LIBS" "LANGUAGE;EXPORTS_MAP;VERSION_DEFINE;INSTALL_DIR" "SOURCES")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "EXCLUDE_LIBS;UNDEFINED_FROM_PROCESS" "LANGUAGE;EXPORTS_MAP;VERSION_DEFINE;INSTALL_DIR" "SOURCES")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "hvd_add_backend(${target}): unknown arguments ${arg_UNPARSED_ARGUMENTS}")
   endif()
@@ -89,8 +91,9 @@ function(hvd_add_backend target)
     endif()
     # An undefined symbol fails the link, not the dlopen on a user's machine. Clang leaves the
     # sanitizer runtime out of shared libraries (it comes from the preloaded runtime), so
-    # sanitizer builds with Clang do without this check.
-    if(NOT (HVD_SANITIZE AND CMAKE_${lang}_COMPILER_ID MATCHES "Clang"))
+    # sanitizer builds with Clang do without this check, as does a library whose undefined
+    # symbols the process provides (UNDEFINED_FROM_PROCESS).
+    if(NOT arg_UNDEFINED_FROM_PROCESS AND NOT (HVD_SANITIZE AND CMAKE_${lang}_COMPILER_ID MATCHES "Clang"))
       list(APPEND link_options "LINKER:--no-undefined")
     endif()
     target_link_options(${target} PRIVATE ${link_options})
