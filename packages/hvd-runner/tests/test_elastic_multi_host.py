@@ -21,7 +21,12 @@ def on_h0(cluster: NetnsCluster):
 
 def test_worker_killed_on_a_remote_host(netns_cluster: NetnsCluster, job_env: dict[str, str], tmp_path: Path) -> None:
     """Worker 2 (on hvdt-h2, over ssh) dies: the two others restore and go on; its replacement,
-    started on hvdt-h2 again, joins later with the state."""
+    started on hvdt-h2 again, joins with the state.
+
+    Which world the replacement first joins depends on timing: the two survivors normally form
+    world 1 at once and the replacement joins world 2, but in a rare race of Gloo's TCP transport
+    (a send to the lost peer started just as its connection dropped is never woken) one survivor
+    waits out HOROVOD_GLOO_TIMEOUT_SECONDS, and by then the replacement is ready for world 1."""
     script, _ = discovery(tmp_path, "hvdt-h0:1\nhvdt-h1:1\nhvdt-h2:1\n")
     env = {**job_env, "STEPS": "200", "STEP_SLEEP": "0.03", "KILL_WORKER": "2", "KILL_AT_STEP": "30"}
     job = ElasticJob(["--min-np", "2", "--host-discovery-script", script], env, tmp_path, on_h0(netns_cluster))
@@ -29,8 +34,15 @@ def test_worker_killed_on_a_remote_host(netns_cluster: NetnsCluster, job_env: di
     log = "\n".join(err)
     assert code == 0, log
     assert "worker 2 (on hvdt-h2, slot 0) failed: its process was killed by signal SIGKILL" in log
-    assert re.search(r"world 1 formed in .*: 2 worker\(s\) on hvdt-h0:1, hvdt-h1:1", log), log
-    assert re.search(r"world 2 formed in .*: 3 worker\(s\) on hvdt-h0:1, hvdt-h1:1, hvdt-h2:1", log), log
+    assert "world 0 is over (worker 2 (on hvdt-h2, slot 0) failed)" in log
+    worlds = re.findall(r"world (\d+) formed in .*: (\d+) worker\(s\) on (.*)", log)
+    assert worlds[0] == ("0", "3", "hvdt-h0:1, hvdt-h1:1, hvdt-h2:1"), log
+    after = [(int(n), int(size), hosts) for n, size, hosts in worlds[1:]]
+    # The survivors alone, then with the replacement; or, after the race above, all three at once.
+    assert after in (
+        [(1, 2, "hvdt-h0:1, hvdt-h1:1"), (2, 3, "hvdt-h0:1, hvdt-h1:1, hvdt-h2:1")],
+        [(1, 3, "hvdt-h0:1, hvdt-h1:1, hvdt-h2:1")],
+    ), log
     assert_finished_consistently(out, 3, 200)
     for host in ("hvdt-h1", "hvdt-h2"):
         assert netns_cluster.processes(host) == [], f"processes left on {host}"
