@@ -565,6 +565,86 @@ def test_inline_negotiation_can_be_disabled() -> None:
     assert run_cluster(case, 2, env={"HOROVOD_NEGOTIATION_INLINE_BYTES": "0"}) == [0, 0]
 
 
+def test_small_repeated_broadcasts_complete_inside_negotiation() -> None:
+    """A cached broadcast whose root's data fits the inline budget costs the negotiation alone: the
+    root's new data each step, from a root that is not rank 0, in the global set and in a process
+    set whose root is its member 1 (global rank 2)."""
+
+    def case() -> dict:
+        upper = hvd.ProcessSet([1, 2])
+        hvd.init(process_sets=[upper])
+        rank = hvd.rank()
+        for step in range(5):
+            got = hvd.broadcast(np.arange(6, dtype=np.float64) * (rank + 1) + step, root_rank=1, name="b")
+            assert got.tolist() == (np.arange(6) * 2.0 + step).tolist(), (step, got)
+            ints = hvd.broadcast(np.full(3, rank * 100 + step, np.int32), root_rank=2, name="i")
+            assert ints.tolist() == [200 + step] * 3, (step, ints)
+            big = hvd.broadcast(np.full(4096, float(rank), np.float32), root_rank=0, name="big")  # 16 KiB
+            assert not big.any()
+            if rank in (1, 2):
+                pair = hvd.broadcast(np.full(2, rank + step, np.int64), root_rank=2, name="p", process_set=upper)
+                assert pair.tolist() == [2 + step] * 2, (step, pair)
+        return _stats()
+
+    stats = run_cluster(case, 3)
+    for rank, s in enumerate(stats):
+        # The first round of each name goes through the coordinator; later ones of "b", "i" and "p" inline.
+        assert s["inline_broadcasts"] == 4 * 2 + (4 if rank else 0), (rank, s)
+        assert s["backend_calls"]["broadcast"] == 5 + 2 + (1 if rank else 0), (rank, s)  # "big" every time
+
+
+def test_inline_broadcasts_and_allreduces_of_one_cycle_share_the_records() -> None:
+    """Allreduces and broadcasts submitted together ride one cycle's records, packed one after the
+    other in each member's inline area: each op must find its own bytes, whichever rank is the root."""
+
+    def case() -> list:
+        hvd.init()
+        rank, n = hvd.rank(), hvd.size()
+        seen = []
+        for step in range(6):
+            handles = [
+                hvd.allreduce_async(np.full(5, rank + step, np.float32), name="a", op=hvd.Sum),
+                hvd.broadcast_async(np.full(7, rank * 10 + step, np.int16), root_rank=1, name="b1"),
+                hvd.allreduce_async(np.full(3, 2 * rank, np.int64), name="c", op=hvd.Sum),
+                hvd.broadcast_async(np.full(2, rank * 10 + step, np.float64), root_rank=2, name="b2"),
+            ]
+            a, b1, c, b2 = (hvd.synchronize(h) for h in handles)
+            assert a.tolist() == [float(sum(r + step for r in range(n)))] * 5, (step, a)
+            assert b1.tolist() == [10 + step] * 7, (step, b1)
+            assert c.tolist() == [2 * sum(range(n))] * 3, (step, c)
+            assert b2.tolist() == [20.0 + step] * 2, (step, b2)
+            seen.append(step)
+        return [seen, _stats()["inline_broadcasts"] > 0, _stats()["inline_reductions"] > 0]
+
+    assert run_cluster(case, 3) == [[list(range(6)), True, True]] * 3
+
+
+def test_an_inline_broadcast_reaches_a_rank_that_joined_after_submitting_it() -> None:
+    def case() -> list:
+        hvd.init()
+        rank = hvd.rank()
+        hvd.broadcast(np.zeros(4, np.float32), root_rank=0, name="b")  # cached from here on
+        if rank == 1:
+            handle = hvd.broadcast_async(np.zeros(4, np.float32), root_rank=0, name="b")
+            hvd.join()
+            return hvd.synchronize(handle).tolist()
+        time.sleep(0.3)  # rank 1 has submitted it and joined
+        got = hvd.broadcast(np.full(4, 5.0, np.float32), root_rank=0, name="b").tolist()
+        hvd.join()
+        return got
+
+    assert run_cluster(case, 2, timeout=60) == [[5.0] * 4, [5.0] * 4]
+
+
+def test_broadcasts_without_inline_data_are_unchanged() -> None:
+    def case() -> list:
+        hvd.init()
+        got = [hvd.broadcast(np.full(2, hvd.rank() + s, np.int32), root_rank=1, name="b").tolist() for s in range(3)]
+        return [got, _stats()["inline_broadcasts"]]
+
+    assert run_cluster(case, 2, env={"HOROVOD_NEGOTIATION_INLINE_BYTES": "0"}) == [[[[1, 1], [2, 2], [3, 3]], 0]] * 2
+
+
 # Regressions: joined ranks and process-set changes, broadcasts from a joined root, inline data of
 # a joined rank, settings that must agree.
 

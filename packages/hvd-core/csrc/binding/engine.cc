@@ -93,6 +93,7 @@ void BindEngine(nb::module_& m) {
         d["coordinator_rounds"] = n.coordinator_rounds.load();
         d["cache_hits"] = n.cache_hits.load();
         d["inline_reductions"] = n.inline_reductions.load();
+        d["inline_broadcasts"] = n.inline_broadcasts.load();
         d["tensors"] = x.tensors.load();
         d["fused_batches"] = x.fused_batches.load();
         d["declined_buffer_calls"] = x.declined_buffer_calls.load();

@@ -474,7 +474,7 @@ Status Engine::RunSet(ProcessSet& ps, StopWish wish, bool* stop, bool* anyone_bu
 }
 
 Status Engine::ExecuteCycle(ProcessSet& ps, CycleResult& result) {
-  executor_.ExecuteInline(ps, result.inline_reductions);
+  executor_.ExecuteInline(ps, result.inline_completions);
   Status st;
   // Process-set changes run on the engine; everything else, in runs, on the executor.
   std::vector<Response> run;

@@ -37,7 +37,7 @@ struct EngineConfig {
   int64_t fusion_threshold = 128ll * 1024 * 1024;
   double cycle_time_ms = 1.0;
   int32_t cache_capacity = 1024;
-  int64_t inline_bytes = 1024;  // per member and cycle: small cached allreduces travel with negotiation
+  int64_t inline_bytes = 1024;  // per member and cycle: small cached allreduces and broadcasts travel with negotiation
   bool stall_check_enabled = true;
   double stall_check_s = 60.0;
   double stall_shutdown_s = 0.0;
@@ -153,7 +153,7 @@ class Engine {
   bool loop_waiting_ = false;  // the loop sleeps on cv_: only then does Enqueue need to wake it
   std::chrono::steady_clock::time_point loop_wakes_at_;  // when it wakes by itself, while queue_ is empty
   std::chrono::steady_clock::time_point first_enqueue_;  // of the operations now in queue_
-  uint64_t rings_at_first_enqueue_ = 0;                    // bell_->rings() then
+  uint64_t rings_at_first_enqueue_ = 0;  // bell_->rings() then
   Status stop_status_;
   Status deferred_failure_;  // a process set's stall shutdown, raised once the global set stops
   std::thread thread_;

@@ -134,31 +134,47 @@ Status Executor::Execute(ProcessSet& ps, std::vector<Response> responses) {
   return failure;
 }
 
-void Executor::ExecuteInline(ProcessSet& ps, const std::vector<InlineReduction>& reductions) {
-  for (const InlineReduction& red : reductions) {
-    const Response& r = red.response;
+namespace {
+
+// An allreduce from every member's inline contribution.
+void ReduceInline(const Response& r, const std::vector<const uint8_t*>& parts, uint8_t* out, size_t count, size_t bytes,
+                  int32_t set_size) {
+  // Every member reduces the same gathered bytes in rank order: results are bit-identical.
+  bool first = true;
+  for (const uint8_t* part : parts) {
+    if (!part) continue;
+    if (first) {
+      if (bytes) std::memcpy(out, part, bytes);
+      first = false;
+    } else {
+      hvd::reduce_into(r.dtype, BackendReduceOp(r.op), out, part, count);
+    }
+  }
+  Scale(r.dtype, out, count, EffectivePostscale(r, set_size));
+}
+
+}  // namespace
+
+void Executor::ExecuteInline(ProcessSet& ps, const std::vector<InlineCompletion>& completions) {
+  for (const InlineCompletion& done : completions) {
+    const Response& r = done.response;
     auto it = ps.pending.find(r.names[0]);
-    if (it == ps.pending.end()) continue;  // this rank joined: its identity contribution changes nothing
+    if (it == ps.pending.end()) continue;  // this rank joined: nothing to contribute or receive
     std::unique_ptr<TensorEntry> e = std::move(it->second);
     ps.pending.erase(it);
+    const bool broadcast = r.type == OpType::kBroadcast;
     if (timeline_.active()) {
       timeline_.End(e->name);
-      timeline_.Begin(e->name, "ALLREDUCE_INLINE");
+      timeline_.Begin(e->name, broadcast ? "BROADCAST_INLINE" : "ALLREDUCE_INLINE");
     }
     const size_t count = (size_t)Elements(r.shapes[0]), bytes = count * hvd::dtype_size(r.dtype);
-    // Every member reduces the same gathered bytes in rank order: results are bit-identical.
     uint8_t* out = (uint8_t*)e->output.data;
-    bool first = true;
-    for (const uint8_t* part : red.parts) {
-      if (!part) continue;
-      if (first) {
-        if (bytes) std::memcpy(out, part, bytes);
-        first = false;
-      } else {
-        hvd::reduce_into(r.dtype, BackendReduceOp(r.op), out, part, count);
-      }
+    if (broadcast) {
+      // The root's data, from its gathered record (the root too copies it into its output).
+      if (bytes) std::memcpy(out, done.parts[r.root], bytes);
+    } else {
+      ReduceInline(r, done.parts, out, count, bytes, ps.size());
     }
-    Scale(r.dtype, out, count, EffectivePostscale(r, ps.size()));
     ++stats_.tensors;
     if (timeline_.active()) timeline_.End(e->name);
     complete_(ps, std::move(e), Status::Ok());

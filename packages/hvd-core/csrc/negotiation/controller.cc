@@ -33,12 +33,14 @@ size_t ResponseBytes(const Response& r) {
 constexpr size_t kInlineAlign = 8;
 inline size_t AlignUp(size_t bytes) { return (bytes + kInlineAlign - 1) & ~(kInlineAlign - 1); }
 // What a member's inline bit for a cached response stands for in its record: an allreduce's data,
-// or a member's new sizes for an allgather or alltoall (response_cache.h).
+// a broadcast's data (only its root sets the bit), or a member's new sizes for an allgather or
+// alltoall (response_cache.h).
 inline size_t SizesSpan(OpType type, int32_t set_size) {
   return AlignUp((size_t)SizesPerMember(type, set_size) * sizeof(int64_t));
 }
+inline bool CarriesData(OpType type) { return type == OpType::kAllreduce || type == OpType::kBroadcast; }
 inline size_t InlineSpan(const Response& r, int32_t set_size) {
-  return r.type == OpType::kAllreduce ? AlignUp(ResponseBytes(r)) : SizesSpan(r.type, set_size);
+  return CarriesData(r.type) ? AlignUp(ResponseBytes(r)) : SizesSpan(r.type, set_size);
 }
 
 }  // namespace
@@ -140,10 +142,13 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
       continue;
     }
     size_t bytes = ResponseBytes(r);
-    if (r.type == OpType::kAllreduce && data_used + AlignUp(bytes) <= data_budget) {
+    // A broadcast's data comes from its root alone: the others have nothing to send.
+    bool sends_data = r.type == OpType::kAllreduce || (r.type == OpType::kBroadcast && r.root == ps.my_rank);
+    if (sends_data && data_used + AlignUp(bytes) <= data_budget) {
       uint8_t* dst = &record[inline_at + inline_used];
       if (bytes) std::memcpy(dst, hit.second->input.data, bytes);
-      if (r.prescale != 1.0) hvd::scale(r.dtype, dst, bytes / hvd::dtype_size(r.dtype), r.prescale);
+      if (r.type == OpType::kAllreduce && r.prescale != 1.0)
+        hvd::scale(r.dtype, dst, bytes / hvd::dtype_size(r.dtype), r.prescale);
       SetBit(&record[kBitmapsAt + bitmap], hit.first);
       inline_used += AlignUp(bytes);
       data_used += AlignUp(bytes);
@@ -171,8 +176,9 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
   if (out->shutdown) return Status::Ok();
 
   // Ready: someone has it and every member has it or has joined. Inline: every member that has
-  // it sent its data; each member's inline data is packed in slot order. For an allgather or
-  // alltoall, a member's inline bit means that it sent its new sizes instead.
+  // it sent its data (a broadcast: its root sent it); each member's inline data is packed in slot
+  // order. For an allgather or alltoall, a member's inline bit means that it sent its new sizes
+  // instead.
   std::vector<size_t> inline_offset(n, 0);
   out->responses.reserve(hits.size());
   for (int32_t s = 0; s < slots; ++s) {
@@ -194,23 +200,27 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
       continue;
     }
     const int32_t per = SizesPerMember(r.type, n);
-    InlineReduction reduction;
-    if (someone && everyone && all_inline && r.type == OpType::kAllreduce) reduction.parts.resize(n, nullptr);
+    InlineCompletion completion;
+    const bool inline_reduction = someone && everyone && all_inline && r.type == OpType::kAllreduce;
+    // Past the joined-root check above, a ready broadcast's root holds the tensor.
+    const bool inline_broadcast =
+        someone && everyone && r.type == OpType::kBroadcast && GetBit(rec(r.root) + kBitmapsAt + bitmap, s);
+    if (inline_reduction || inline_broadcast) completion.parts.resize(n, nullptr);
     std::vector<std::pair<int32_t, const uint8_t*>> sent_sizes;  // members' new sizes, where they lie
     for (int32_t m = 0; m < n; ++m) {
       if (!GetBit(rec(m) + kBitmapsAt + bitmap, s)) continue;
       const uint8_t* at = rec(m) + inline_at + inline_offset[m];
-      if (!reduction.parts.empty()) reduction.parts[m] = at;
+      if (!completion.parts.empty()) completion.parts[m] = at;
       if (per > 0) sent_sizes.emplace_back(m, at);
       inline_offset[m] += InlineSpan(r, n);
     }
     if (!someone || !everyone) continue;
     ps.cache.Touch(s);
     ++stats->cache_hits;
-    if (!reduction.parts.empty()) {
-      reduction.response = r;
-      out->inline_reductions.push_back(std::move(reduction));
-      ++stats->inline_reductions;
+    if (!completion.parts.empty()) {
+      completion.response = r;
+      out->inline_completions.push_back(std::move(completion));
+      ++(inline_broadcast ? stats->inline_broadcasts : stats->inline_reductions);
     } else if (per > 0) {
       // Every member's sizes as they are in this cycle: the new ones that came with the bits go
       // into the cache (on every member alike, from the same records); members that joined without

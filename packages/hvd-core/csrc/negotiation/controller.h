@@ -2,12 +2,14 @@
 //
 // Step 1, always: one allgather of a fixed-size record per member: flags (shutdown, needs the
 // coordinator, joined), the length of its new requests, one bit per cache slot it has ready, and
-// inline the data of its small ready allreduces and the new sizes of its ready allgathers and
-// alltoalls whose first dimension or splits changed. A cached tensor every member has is ready with
-// no further communication; if every member also sent its data inline, the reduction is computed
-// locally from the gathered records (in rank order, so bit-identical everywhere) and the op costs
-// this one collective in total; an allgather or alltoall then knows every member's sizes
-// (response_cache.h) and costs its one data movement.
+// inline the data of its small ready allreduces, the data of the small ready broadcasts it is the
+// root of, and the new sizes of its ready allgathers and alltoalls whose first dimension or splits
+// changed. A cached tensor every member has is ready with no further communication; if every member
+// also sent its data inline, the reduction is computed locally from the gathered records (in rank
+// order, so bit-identical everywhere) and the op costs this one collective in total; so does a
+// broadcast whose root sent its data inline (every member copies it from the root's record); an
+// allgather or alltoall then knows every member's sizes (response_cache.h) and costs its one data
+// movement.
 // Step 2, only when needed: the members' new requests are gathered, the coordinator decides and
 // broadcasts an ordered response list (with cache erasures and, on a stall, a shutdown error).
 #pragma once
@@ -22,10 +24,12 @@
 
 namespace hvdcore {
 
-// An allreduce completed inside step 1: every member's (prescaled) contribution, in rank order.
-struct InlineReduction {
+// An op completed inside step 1 from the gathered records. An allreduce: every member's (prescaled)
+// contribution, in rank order, nullptr for members that joined (identity contribution). A
+// broadcast: the root's data at parts[root], nullptr elsewhere.
+struct InlineCompletion {
   Response response;
-  std::vector<const uint8_t*> parts;  // nullptr for members that joined (identity contribution)
+  std::vector<const uint8_t*> parts;
 };
 
 // What this rank's record says about stopping: nothing, a normal stop, or a stop because this rank
@@ -34,7 +38,7 @@ enum class StopWish : uint8_t { kNone, kStop, kStopFailed };
 
 struct CycleResult {
   std::vector<Response> responses;  // ordered, one tensor each; fusion happens when executing
-  std::vector<InlineReduction> inline_reductions;
+  std::vector<InlineCompletion> inline_completions;
   std::vector<uint8_t> records;  // step 1's gathered records, which the inline parts point into
   bool shutdown = false;
   std::vector<int32_t> shutdown_by;  // job ranks whose record asked for the shutdown
@@ -47,7 +51,8 @@ struct NegotiationStats {
   std::atomic<uint64_t> cycles{0};
   std::atomic<uint64_t> coordinator_rounds{0};  // cycles that needed step 2
   std::atomic<uint64_t> cache_hits{0};          // tensors negotiated by the cache bits alone
-  std::atomic<uint64_t> inline_reductions{0};   // of those, reduced from the inline data
+  std::atomic<uint64_t> inline_reductions{0};   // of those, allreduces reduced from the inline data
+  std::atomic<uint64_t> inline_broadcasts{0};   // and broadcasts copied from the root's inline data
 };
 
 class Controller {
