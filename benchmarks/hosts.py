@@ -81,6 +81,7 @@ def main() -> None:
     parser.add_argument("--max-bytes", type=int, default=SIZES[-1])
     parser.add_argument("--min-bytes", type=int, default=SIZES[0], help="smallest size (for a quicker look)")
     parser.add_argument("--ops", nargs="+", choices=OPS, default=OPS)
+    parser.add_argument("--sizes", type=int, nargs="+", help="these sizes in bytes instead of the sweep's")
     args = parser.parse_args()
     # One thread per rank, for both (OMP_NUM_THREADS=1 comes from the launch): ranks on this small
     # machine share its cores, and torch's intra-op pool would compete with the communication threads.
@@ -88,7 +89,7 @@ def main() -> None:
     hvd.init()
     n, rank = hvd.size(), hvd.rank()
     init_torch_gloo(rank, n)
-    sizes = [s for s in SIZES if args.min_bytes <= s <= args.max_bytes]
+    sizes = args.sizes or [s for s in SIZES if args.min_bytes <= s <= args.max_bytes]
     results = [r for op in args.ops for r in sweep(op, sizes, n, args.repeats)]
     if rank == 0:
         with open(args.out, "w") as f:

@@ -3,6 +3,7 @@
     python benchmarks/run_all.py [--np 2] [--markdown BENCHMARKS.md]
     python benchmarks/run_all.py --only tensorflow     # just the TensorFlow tables (ops and training)
     python benchmarks/run_all.py --only hosts          # just the collectives across two hosts (root)
+    python benchmarks/run_all.py --only inline         # small cached ops across two hosts, inline on/off (root)
     python benchmarks/run_all.py --only elastic        # a worker SIGKILLed: hvd's elastic recovery against torchrun's
 
 Each figure is a median of repeated runs after warm-up, shown with its spread; every hvd figure
@@ -33,6 +34,7 @@ from pathlib import Path
 
 from elastic_recovery import elastic_section
 from hosts_table import hierarchical_section, hosts_section
+from inline_table import inline_section
 from stats import OUT_OF_PLACE, human_bytes, load_average, spread
 
 HERE = Path(__file__).resolve().parent
@@ -46,6 +48,7 @@ BENCHMARKS = [
     "collectives",
     "tcp",
     "hosts",
+    "inline",
     "mpi",
     "training",
     "startup",
@@ -425,6 +428,8 @@ def main() -> None:
         if "hosts" in only:  # two namespace hosts, one rank each (skipped, saying why, where they cannot run)
             lines += [*hosts_section(tmp, sweep_args), ""]
             lines += [*hierarchical_section(tmp), ""]
+        if "inline" in only:
+            lines += [*inline_section(tmp), ""]
         if "mpi" in only:
             missing = mpi_missing()
             if missing:
