@@ -117,10 +117,14 @@ def case_broadcast(dtype_names: tuple[str, ...]) -> None:
     n, rank = hvd.size(), hvd.rank()
     for dtype in dtype_names:
         for root in range(n):
-            mine = contribution(rank, (4, 3), dtype)
-            result = hvd.broadcast(mine, root_rank=root, name=f"bc.{dtype}.{root}")
-            _assert_close(result, contribution(root, (4, 3), dtype), dtype, f"broadcast {dtype} root={root}")
-            assert np.array_equal(mine, contribution(rank, (4, 3), dtype)), "broadcast modified its input"
+            # A name's second call is a cache hit, whose small data rides the negotiation: it must
+            # deliver the root's new data, not the first call's.
+            for call in (0, 1):
+                mine = contribution(rank + call, (4, 3), dtype)
+                result = hvd.broadcast(mine, root_rank=root, name=f"bc.{dtype}.{root}")
+                what = f"broadcast {dtype} root={root}, call {call + 1}"
+                _assert_close(result, contribution(root + call, (4, 3), dtype), dtype, what)
+                assert np.array_equal(mine, contribution(rank + call, (4, 3), dtype)), "broadcast modified its input"
 
 
 def case_alltoall(dtype_names: tuple[str, ...]) -> None:
