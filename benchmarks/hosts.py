@@ -5,8 +5,9 @@ two hosts), so every byte crosses a veth pair and a bridge over TCP, as between 
 hvd's Gloo backend cannot use shared memory between ranks on different hosts, and torch.distributed
 connects to rank 0's host address (HVD_BENCH_TORCH_ADDR) on the cluster's interface
 (GLOO_SOCKET_IFNAME). Within each size, repetitions alternate hvd and torch.distributed, so each
-repetition gives a pair timed under the same machine state and a ratio of its own. Rank 0 writes
-the results as JSON.
+repetition gives a pair timed under the same machine state and a ratio of its own. Every repetition
+starts after a barrier (untimed) and counts on the rank that finished last. Rank 0 writes the
+results as JSON.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import torch.distributed as dist
 
 import horovod.torch as hvd
 from collectives import busbw_factor, hvd_op, init_torch_gloo, inner_calls, torch_op
-from stats import OUT_OF_PLACE, load_average, measure_alternating
+from stats import OUT_OF_PLACE, load_average, measure_alternating, summary
 
 KiB = 1024
 # 4 KiB, 16 KiB, ... 256 MiB: from latency-bound to bandwidth-bound on a TCP link.
@@ -43,6 +44,16 @@ def torch_side(op: str, tensor: torch.Tensor, n: int) -> tuple[Callable[[], None
     return torch_op(op, tensor, n), "all_reduce" if op == "reducescatter" else ""
 
 
+def slowest_rank(samples: list[float]) -> dict:
+    """Each repetition's time on the rank that took longest: the op's time is when every rank has
+    its result. A broadcast's root alone would undercount: torch.distributed's root returns once its
+    data is handed to the kernel, and its receivers are still reading when the next repetition
+    (the other library's) starts, which would then bill that reading to the wrong side."""
+    everyone: list[list[float] | None] = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, samples)
+    return summary([max(column) for column in zip(*everyone, strict=True)])
+
+
 def sweep(op: str, sizes: list[int], n: int, repeats: int) -> list[dict]:
     """One result per size: hvd and torch.distributed timed in alternation, with each repetition's samples
     (kept so that the table can give the median of the per-repetition ratios)."""
@@ -59,7 +70,9 @@ def sweep(op: str, sizes: list[int], n: int, repeats: int) -> list[dict]:
             inner={"hvd": inner, "torch": inner},
             warmup=WARMUP,
             repeats=repeats,
+            before_each=dist.barrier,
         )
+        timed = {side: slowest_rank(s["samples"]) for side, s in timed.items()}
         results.append(
             {
                 "bench": op,

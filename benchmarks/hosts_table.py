@@ -16,7 +16,7 @@ import os
 import statistics
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from stats import human_bytes, load_average, spread
@@ -71,6 +71,34 @@ def run_hosts(
     return json.loads(out.read_text())
 
 
+def alternating_launches(
+    tmp: str, tag: str, settings: Mapping[str, Mapping[str, str]], pairs: int, args: list[str], **launch
+) -> dict[str, list[dict]]:
+    """`pairs` launches of each setting (the environment it adds), one of each in turn, so that every
+    setting sees the machine's load change alike: {setting: [what rank 0 wrote, launch by launch]}.
+    `launch` goes to run_hosts (script, slots); its errors too."""
+    runs: dict[str, list[dict]] = {kind: [] for kind in settings}
+    for i in range(pairs):
+        for k, (kind, env) in enumerate(settings.items()):
+            runs[kind].append(run_hosts(Path(tmp) / f"{tag}-{k}-{i}.json", args, extra_env=env, **launch))
+    return runs
+
+
+def measured_or_why(title: str, build: Callable[[], list[str]]) -> list[str]:
+    """`build()`'s table, or one line saying why the cluster could not measure `title` (the other
+    benchmarks go on): the machine lacks what the cluster needs, or the cluster failed to come up."""
+    from horovod.runner.testing.netns_cluster import ClusterError
+
+    why = missing()
+    if not why:
+        try:
+            return build()
+        except ClusterError as error:  # not hvd's failure: the namespaces could not be set up or torn down
+            why = f"the namespace cluster failed: {error}"
+    print(f"{title}: not measured ({why})", file=sys.stderr)
+    return [f"### {title}: not measured ({why})"]
+
+
 def calls_per_repetition(results: list[dict]) -> str:
     """'20 (4 KiB..64 KiB), 3 (256 KiB..16 MiB), ...': how many calls each repetition timed, by size."""
     ranges: dict[int, list[int]] = {}
@@ -99,6 +127,8 @@ def hosts_table(data: dict) -> list[str]:
         "on TCP, bounded by the machine's cores). One thread per rank for both (OMP_NUM_THREADS=1,",
         "torch.set_num_threads(1)). Within each size the repetitions alternate hvd and torch.distributed,",
         f"after {data['warmup']} warm-up calls each; calls per repetition: {calls_per_repetition(results)}.",
+        "Each repetition starts after a barrier (untimed) and counts on the rank that finished last: the",
+        "op is done when every rank has its result (a broadcast's root returns before its receivers do).",
         "busbw = bytes / time x 2(n-1)/n for allreduce, x (n-1)/n for allgather, reducescatter and",
         "alltoall, x 1 for broadcast (bytes: each rank's input). hvd/torch: the median of the repetitions'",
         "own busbw ratios [min..max], the figure that counts on this noisy machine. Out of place: hvd's",
@@ -121,21 +151,15 @@ def hosts_table(data: dict) -> list[str]:
 
 
 def hosts_section(tmp: str, args: list[str]) -> list[str]:
-    """run_all.py's part: the table, or one line saying why it was not measured (the other tables go on)."""
-    from horovod.runner.testing.netns_cluster import ClusterError
+    """run_all.py's part: the table, or one line saying why it was not measured."""
 
-    why = missing()
-    if not why:
+    def build() -> list[str]:
         before = load_average()
-        try:
-            data = run_hosts(Path(tmp) / "hosts.json", args)
-        except ClusterError as error:  # the cluster could not be set up (or torn down): not hvd's failure
-            why = f"the namespace cluster failed: {error}"
-        else:
-            after = f"Load average 1m/5m before the cross-host run: {before}, after: {load_average()}."
-            return [*hosts_table(data), "", after]
-    print(f"hosts: not measured ({why})", file=sys.stderr)
-    return [f"### Collectives across hosts: not measured ({why})"]
+        data = run_hosts(Path(tmp) / "hosts.json", args)
+        after = f"Load average 1m/5m before the cross-host run: {before}, after: {load_average()}."
+        return [*hosts_table(data), "", after]
+
+    return measured_or_why("Collectives across hosts", build)
 
 
 #: Launches of each kind (flat, hierarchical) for the hierarchical table, alternating.
@@ -145,21 +169,16 @@ HIERARCHICAL_PAIRS = 3
 def hierarchical_section(tmp: str) -> list[str]:
     """Flat against hierarchical allreduce on two hosts of two ranks each, in alternating launches
     (the choice is made at init), or one line saying why it was not measured."""
-    from horovod.runner.testing.netns_cluster import ClusterError
+    return measured_or_why("Hierarchical allreduce across hosts", lambda: hierarchical_table(tmp))
 
-    why = missing()
-    if why:
-        return [f"### Hierarchical allreduce across hosts: not measured ({why})"]
+
+def hierarchical_table(tmp: str) -> list[str]:
     before = load_average()
-    runs: dict[str, list[dict]] = {"flat": [], "hierarchical": []}
-    try:
-        for i in range(HIERARCHICAL_PAIRS):
-            for kind, on in (("flat", "0"), ("hierarchical", "1")):
-                out = Path(tmp) / f"hier-{kind}-{i}.json"
-                env = {"HOROVOD_HIERARCHICAL_ALLREDUCE": on}
-                runs[kind].append(run_hosts(out, [], extra_env=env, script="hierarchical.py", slots=2))
-    except ClusterError as error:
-        return [f"### Hierarchical allreduce across hosts: not measured (the namespace cluster failed: {error})"]
+    settings = {
+        "flat": {"HOROVOD_HIERARCHICAL_ALLREDUCE": "0"},
+        "hierarchical": {"HOROVOD_HIERARCHICAL_ALLREDUCE": "1"},
+    }
+    runs = alternating_launches(tmp, "hier", settings, HIERARCHICAL_PAIRS, [], script="hierarchical.py", slots=2)
     rows = [
         "### Hierarchical allreduce across 2 hosts of 2 ranks (hvd on Gloo; float32 allreduce in place)",
         "",

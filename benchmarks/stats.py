@@ -18,24 +18,40 @@ def measure(fn: Callable[[], None], *, warmup: int = 3, repeats: int = 7, inner:
 
 
 def measure_alternating(
-    fns: dict[str, Callable[[], None]], *, inner: dict[str, int], warmup: int = 3, repeats: int = 7
+    fns: dict[str, Callable[[], None]],
+    *,
+    inner: dict[str, int],
+    warmup: int = 3,
+    repeats: int = 7,
+    before_each: Callable[[], None] | None = None,
 ) -> dict:
     """Median, spread and samples of each function's timings, one repetition of each in turn: on a
     noisy machine, functions whose ratio matters see the same load (and each repetition's pair of
-    samples gives a ratio of its own)."""
+    samples gives a ratio of its own). `before_each`, untimed, runs before every repetition (a
+    barrier, so that ranks start a repetition together)."""
     for fn in fns.values():
         for _ in range(warmup):
             fn()
     samples: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
+            if before_each is not None:
+                before_each()
             start = time.perf_counter()
             for _ in range(inner[name]):
                 fn()
             samples[name].append((time.perf_counter() - start) / inner[name])
+    return {name: summary(s) for name, s in samples.items()}
+
+
+def summary(samples: list[float]) -> dict:
+    """Median, spread and the samples themselves, as the tables read them."""
     return {
-        name: {"median": statistics.median(s), "min": min(s), "max": max(s), "n": repeats, "samples": s}
-        for name, s in samples.items()
+        "median": statistics.median(samples),
+        "min": min(samples),
+        "max": max(samples),
+        "n": len(samples),
+        "samples": samples,
     }
 
 

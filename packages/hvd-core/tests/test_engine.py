@@ -531,6 +531,11 @@ def test_host_spans_cross_as_address_and_byte_count_and_are_checked() -> None:
     assert run_cluster(case, 2) == [[3.0] * 3] * 2
 
 
+# The negotiation records' inline space without its growth (HOROVOD_NEGOTIATION_INLINE_BYTES alone),
+# for tests of what fits in it and what does not.
+BASE_INLINE_SPACE_ONLY = {"HOROVOD_NEGOTIATION_INLINE_MAX_BYTES": "0"}
+
+
 def test_small_repeated_allreduces_complete_inside_negotiation() -> None:
     def case() -> dict:
         hvd.init()
@@ -549,7 +554,8 @@ def test_small_repeated_allreduces_complete_inside_negotiation() -> None:
             assert big[0] == n
         return _stats()
 
-    for stats in run_cluster(case, 3):
+    # The base inline space alone (growth is tested below).
+    for stats in run_cluster(case, 3, env=BASE_INLINE_SPACE_ONLY):
         # The first round of each name goes through the coordinator; the other four of "small" inline.
         assert stats["inline_reductions"] == 4, stats
         assert stats["backend_calls"]["allreduce"] == 5 + 1, stats  # "big" every time, "small" once
@@ -586,7 +592,7 @@ def test_small_repeated_broadcasts_complete_inside_negotiation() -> None:
                 assert pair.tolist() == [2 + step] * 2, (step, pair)
         return _stats()
 
-    stats = run_cluster(case, 3)
+    stats = run_cluster(case, 3, env=BASE_INLINE_SPACE_ONLY)
     for rank, s in enumerate(stats):
         # The first round of each name goes through the coordinator; later ones of "b", "i" and "p" inline.
         assert s["inline_broadcasts"] == 4 * 2 + (4 if rank else 0), (rank, s)
@@ -643,6 +649,74 @@ def test_broadcasts_without_inline_data_are_unchanged() -> None:
         return [got, _stats()["inline_broadcasts"]]
 
     assert run_cluster(case, 2, env={"HOROVOD_NEGOTIATION_INLINE_BYTES": "0"}) == [[[[1, 1], [2, 2], [3, 3]], 0]] * 2
+
+
+def test_the_inline_space_grows_to_fit_repeated_ops_a_little_larger() -> None:
+    """16 KiB ops do not fit the 1 KiB base space: their first cached call moves its data over the
+    backend, and from the next call on the records carry it (3 ranks: each record may grow by a
+    third of 128 KiB). A 64 KiB op is over that bound and never rides inline. New data every step,
+    a root that is not rank 0, pre- and postscaling: the inline results must be exact."""
+
+    def case() -> dict:
+        hvd.init()
+        rank, n = hvd.rank(), hvd.size()
+        spaces = []
+        for step in range(6):
+            reduced = hvd.allreduce(
+                np.full(4096, rank + step, np.float32),
+                name="r",
+                op=hvd.Average,
+                prescale_factor=2.0,
+                postscale_factor=0.5,
+            )
+            assert np.allclose(reduced, sum(r + step for r in range(n)) / n), (step, reduced[:4])
+            got = hvd.broadcast(np.full(2048, rank * 10 + step, np.int64), root_rank=2, name="b")
+            assert (got == 20 + step).all(), (step, got[:4])
+            large = hvd.broadcast(np.full(16384, float(rank + step), np.float32), root_rank=1, name="large")
+            assert (large == 1.0 + step).all(), (step, large[:4])
+            spaces.append(_stats()["inline_space"])
+        stats = _stats()
+        return {
+            "inline_reductions": stats["inline_reductions"],
+            "inline_broadcasts": stats["inline_broadcasts"],
+            "allreduce_calls": stats["backend_calls"]["allreduce"],
+            "broadcast_calls": stats["backend_calls"]["broadcast"],
+            "grew": max(spaces) >= 16 * 1024,
+            "within_bound": max(spaces) <= 1024 + 128 * 1024 // n + 8,
+        }
+
+    for s in run_cluster(case, 3):
+        # "r": calls 1 (coordinator) and 2 (cache hit, too big for the base space) use the backend,
+        # and the space grows to 16 KiB; calls 3 to 6 ride inline. "b", the same size, rides inline
+        # from its call 2 (its first cache hit), in the space "r" made.
+        assert s == {
+            "inline_reductions": 4,
+            "inline_broadcasts": 5,
+            "allreduce_calls": 2,
+            "broadcast_calls": 1 + 6,  # "large" every time
+            "grew": True,
+            "within_bound": True,
+        }, s
+
+
+def test_the_inline_space_shrinks_back_once_idle() -> None:
+    def case() -> list:
+        hvd.init()
+        for step in range(4):
+            hvd.allreduce(np.full(8192, step, np.float32), name="r", op=hvd.Sum)  # 32 KiB
+        grown = _stats()["inline_space"]
+        deadline = time.monotonic() + 20  # idle cycles come every few milliseconds
+        while _stats()["inline_space"] > 1024 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        shrunk = _stats()["inline_space"]
+        # And it grows again for the next burst, which is still exact.
+        for step in range(4):
+            got = hvd.allreduce(np.full(8192, step, np.float32), name="r", op=hvd.Sum)
+            assert (got == step * hvd.size()).all()
+        return [grown >= 32 * 1024, shrunk, _stats()["inline_reductions"]]
+
+    # Inline: calls 3 and 4 of the first burst, 2 to 4 of the second (the cache still holds "r").
+    assert run_cluster(case, 2, timeout=60) == [[True, 1024, 2 + 3]] * 2
 
 
 # Regressions: joined ranks and process-set changes, broadcasts from a joined root, inline data of
@@ -708,10 +782,14 @@ def test_joined_rank_data_is_not_dropped_from_inline_reductions() -> None:
         hvd.join()
         return [x, y]
 
-    assert run_cluster(case, 2, timeout=60) == [[11.0, 2.0], [11.0, 2.0]]
+    assert run_cluster(case, 2, env=BASE_INLINE_SPACE_ONLY, timeout=60) == [[11.0, 2.0], [11.0, 2.0]]
 
 
-def test_settings_that_shape_the_protocol_must_agree(monkeypatch) -> None:
+@pytest.mark.parametrize(
+    ("attribute", "setting"),
+    [("fusion_threshold", "HOROVOD_FUSION_THRESHOLD"), ("inline_max_bytes", "HOROVOD_NEGOTIATION_INLINE_MAX_BYTES")],
+)
+def test_settings_that_shape_the_protocol_must_agree(monkeypatch, attribute: str, setting: str) -> None:
     from horovod.common import config
 
     original = config.engine_config
@@ -720,7 +798,7 @@ def test_settings_that_shape_the_protocol_must_agree(monkeypatch) -> None:
         c = original(core, env, **kwargs)
         rank = kwargs["rank"]
         if rank == 1:
-            c.fusion_threshold = 0
+            setattr(c, attribute, 0)
         return c
 
     monkeypatch.setattr(config, "engine_config", rank_1_differs)
@@ -733,4 +811,4 @@ def test_settings_that_shape_the_protocol_must_agree(monkeypatch) -> None:
         return "started"
 
     results = run_cluster(case, 2, timeout=60)
-    assert all("HOROVOD_FUSION_THRESHOLD differs between ranks" in r for r in results), results
+    assert all(f"{setting} differs between ranks" in r for r in results), results

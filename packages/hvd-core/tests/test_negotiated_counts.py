@@ -2,8 +2,10 @@
 
 The coordinator puts every member's first dimension (allgather) or splits (alltoall) into the
 response, and the response cache keeps them: a member whose sizes changed sends its new ones with its
-cache bit, or, when they do not fit the record's inline area, has the tensor negotiated again. These
-tests check that the results are right whichever way the sizes travel, and which way they took.
+cache bit, or, when they do not fit the record's inline area, has the tensor negotiated again. A
+member whose data fits too sends it after them, and when every member did, the op completes inside
+negotiation. These tests check that the results are right whichever way the sizes and the data
+travel, and which way they took.
 """
 
 from __future__ import annotations
@@ -71,14 +73,42 @@ def test_changed_allgather_sizes_travel_with_the_cache_bits() -> None:
         # Only the first step goes through the coordinator: later sizes come with the cache bits.
         assert per_step[-1]["coordinator_rounds"] == per_step[0]["coordinator_rounds"], per_step
         assert per_step[-1]["cache_hits"] - per_step[0]["cache_hits"] == 7, per_step
-        assert per_step[-1]["backend_calls"]["allgather"] == 8, per_step  # one call per op, nothing else
+        # The first call moves its data over the backend; the data of the later ones (48 bytes at
+        # most) comes with the bits too.
+        assert per_step[-1]["backend_calls"]["allgather"] == 1, per_step
+        assert per_step[-1]["inline_allgathers"] == 7, per_step
 
 
 def test_changed_alltoall_splits_travel_with_the_cache_bits() -> None:
     for per_step in run_cluster(_alltoall_steps, 3, args=(6,)):
         assert per_step[-1]["coordinator_rounds"] == per_step[0]["coordinator_rounds"], per_step
         assert per_step[-1]["cache_hits"] - per_step[0]["cache_hits"] == 10, per_step
-        assert per_step[-1]["backend_calls"]["alltoall"] == 12, per_step
+        assert per_step[-1]["backend_calls"]["alltoall"] == 2, per_step
+        assert per_step[-1]["inline_alltoalls"] == 10, per_step
+
+
+def test_gathered_data_too_large_for_the_records_moves_over_the_backend() -> None:
+    # 32 KiB per member with three members: over a record's share of the 64 KiB bound, so these
+    # never ride inline.
+    def case() -> list:
+        hvd.init()
+        n, rank = hvd.size(), hvd.rank()
+        for step in range(4):
+            rows = 4096 + step  # 8 bytes a row
+            got = hvd.allgather(np.full((rows, 2), rank * 10 + step, np.int32), name="g")
+            assert got[:, 0].tolist() == [r * 10 + step for r in range(n) for _ in range(rows)], step
+            received, _ = hvd.alltoall(np.full((n * rows, 2), rank, np.int32), name="a")
+            assert received[:, 0].tolist() == [r for r in range(n) for _ in range(rows)], step
+        s = _stats()
+        return [
+            s["backend_calls"]["allgather"],
+            s["backend_calls"]["alltoall"],
+            s["inline_allgathers"],
+            s["inline_alltoalls"],
+        ]
+
+    env = {"HOROVOD_NEGOTIATION_INLINE_MAX_BYTES": str(64 * 1024)}
+    assert run_cluster(case, 3, env=env) == [[4, 4, 0, 0]] * 3
 
 
 def test_changed_sizes_that_do_not_fit_are_negotiated_again() -> None:
@@ -98,8 +128,8 @@ def test_changed_sizes_that_do_not_fit_are_negotiated_again() -> None:
 
 
 def test_an_inline_area_too_small_for_the_splits_renegotiates_only_those() -> None:
-    # 16 bytes: an allgather's first dimension (8) fits, three members' splits (24) do not.
-    env = {"HOROVOD_NEGOTIATION_INLINE_BYTES": "16"}
+    # 16 bytes, and no growth: an allgather's first dimension (8) fits, three members' splits (24) do not.
+    env = {"HOROVOD_NEGOTIATION_INLINE_BYTES": "16", "HOROVOD_NEGOTIATION_INLINE_MAX_BYTES": "0"}
     for per_step in run_cluster(_gather_steps, 3, args=(6,), env=env):
         assert per_step[-1]["coordinator_rounds"] == per_step[0]["coordinator_rounds"], per_step
     for per_step in run_cluster(_alltoall_steps, 3, args=(4,), env=env):

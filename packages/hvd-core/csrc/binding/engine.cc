@@ -94,6 +94,9 @@ void BindEngine(nb::module_& m) {
         d["cache_hits"] = n.cache_hits.load();
         d["inline_reductions"] = n.inline_reductions.load();
         d["inline_broadcasts"] = n.inline_broadcasts.load();
+        d["inline_allgathers"] = n.inline_allgathers.load();
+        d["inline_alltoalls"] = n.inline_alltoalls.load();
+        d["inline_space"] = n.inline_space.load();
         d["tensors"] = x.tensors.load();
         d["fused_batches"] = x.fused_batches.load();
         d["declined_buffer_calls"] = x.declined_buffer_calls.load();

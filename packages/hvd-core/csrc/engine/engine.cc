@@ -15,7 +15,7 @@ Engine::Engine(EngineConfig config, std::shared_ptr<Backend> backend, std::share
       backend_(std::move(backend)),
       store_(std::move(store)),
       stall_settings_(config_.stall_check_enabled, config_.stall_check_s, config_.stall_shutdown_s),
-      controller_(log_, config_.inline_bytes),
+      controller_(log_, config_.inline_bytes, config_.inline_max_bytes),
       executor_(log_, timeline_, config_.fusion_threshold, execution_stats_,
                 [this](ProcessSet& ps, std::unique_ptr<TensorEntry> e, Status s) {
                   Complete(ps, std::move(e), std::move(s));
@@ -82,16 +82,21 @@ Status Engine::CheckConfigAgreement() {
     for (int32_t r : sorted) sets_hash = (sets_hash ^ (uint64_t)(uint32_t)r) * 1099511628211ull;
     sets_hash = (sets_hash ^ 0xFFFFFFFFull) * 1099511628211ull;
   }
-  constexpr int kCount = 6;
+  constexpr int kCount = 7;
   int64_t mine[kCount] = {config_.cache_capacity,    config_.inline_bytes,     config_.dynamic_process_sets ? 1 : 0,
-                          (int64_t)(sets_hash >> 1), config_.fusion_threshold, config_.hierarchical_allreduce ? 1 : 0};
+                          (int64_t)(sets_hash >> 1), config_.fusion_threshold, config_.hierarchical_allreduce ? 1 : 0,
+                          config_.inline_max_bytes};
   std::vector<int64_t> all(kCount * (size_t)n);
   Status st = global.comm->Allgatherv(mine, all.data(), std::vector<size_t>(n, kCount), HVD_DTYPE_INT64);
   if (!st.ok()) return st;
   // Each of these shapes the collective calls every rank makes: ranks that differ would diverge.
-  const char* names[kCount] = {"HOROVOD_CACHE_CAPACITY",       "HOROVOD_NEGOTIATION_INLINE_BYTES",
-                               "HOROVOD_DYNAMIC_PROCESS_SETS", "the static process sets (a hash of their ranks)",
-                               "HOROVOD_FUSION_THRESHOLD",     "HOROVOD_HIERARCHICAL_ALLREDUCE"};
+  const char* names[kCount] = {"HOROVOD_CACHE_CAPACITY",
+                               "HOROVOD_NEGOTIATION_INLINE_BYTES",
+                               "HOROVOD_DYNAMIC_PROCESS_SETS",
+                               "the static process sets (a hash of their ranks)",
+                               "HOROVOD_FUSION_THRESHOLD",
+                               "HOROVOD_HIERARCHICAL_ALLREDUCE",
+                               "HOROVOD_NEGOTIATION_INLINE_MAX_BYTES"};
   for (int k = 0; k < kCount; ++k) {
     for (int32_t r = 0; r < n; ++r) {
       if (all[kCount * r + k] != all[k]) {

@@ -38,6 +38,7 @@ struct EngineConfig {
   double cycle_time_ms = 1.0;
   int32_t cache_capacity = 1024;
   int64_t inline_bytes = 1024;  // per member and cycle: small cached allreduces and broadcasts travel with negotiation
+  int64_t inline_max_bytes = 128 * 1024;  // how much that space may grow by, over all members (inline_space.h)
   bool stall_check_enabled = true;
   double stall_check_s = 60.0;
   double stall_shutdown_s = 0.0;

@@ -153,6 +153,34 @@ void ReduceInline(const Response& r, const std::vector<const uint8_t*>& parts, u
   Scale(r.dtype, out, count, EffectivePostscale(r, set_size));
 }
 
+// An allgather's or alltoall's result from every member's inline data (parts: whole inputs, null
+// for members that joined without the tensor, whose sizes are then zeros).
+void GatherInline(const Response& r, const std::vector<const uint8_t*>& parts, int32_t me, TensorEntry& e) {
+  const int32_t n = (int32_t)parts.size();
+  const size_t row_bytes = (size_t)RowElements(r.shapes[0]) * hvd::dtype_size(r.dtype);
+  const bool alltoall = r.type == OpType::kAlltoall;
+  // Member m's rows for this member: all of its input (allgather), or its block for `me` (alltoall).
+  auto rows_from = [&](int32_t m) { return alltoall ? r.tensor_sizes[(size_t)m * n + me] : r.tensor_sizes[m]; };
+  int64_t total_rows = 0;
+  for (int32_t m = 0; m < n; ++m) total_rows += rows_from(m);
+  auto out = std::make_shared<Buffer>((size_t)total_rows * row_bytes);
+  uint8_t* at = static_cast<uint8_t*>(out->data());
+  std::vector<int64_t> received(alltoall ? n : 0);
+  for (int32_t m = 0; m < n; ++m) {
+    const size_t bytes = (size_t)rows_from(m) * row_bytes;
+    int64_t skip = 0;  // rows of m's input that go to the members before this one
+    for (int32_t j = 0; alltoall && j < me; ++j) skip += r.tensor_sizes[(size_t)m * n + j];
+    if (bytes) std::memcpy(at, parts[m] + (size_t)skip * row_bytes, bytes);
+    at += bytes;
+    if (alltoall) received[m] = rows_from(m);
+  }
+  e.handle->output = out;
+  e.handle->output_dtype = r.dtype;
+  e.handle->output_shape = e.input.shape;
+  e.handle->output_shape[0] = total_rows;
+  e.handle->received_splits = std::move(received);
+}
+
 }  // namespace
 
 void Executor::ExecuteInline(ProcessSet& ps, const std::vector<InlineCompletion>& completions) {
@@ -160,16 +188,23 @@ void Executor::ExecuteInline(ProcessSet& ps, const std::vector<InlineCompletion>
     const Response& r = done.response;
     auto it = ps.pending.find(r.names[0]);
     if (it == ps.pending.end()) continue;  // this rank joined: nothing to contribute or receive
+    const bool gathered = r.type == OpType::kAllgather || r.type == OpType::kAlltoall;
+    // This rank joined and sent its entry to the coordinator instead (CheckSizes says when): the
+    // others completed without it, and the entry waits for the coordinator's response.
+    if (gathered && !done.parts[ps.my_rank]) continue;
     std::unique_ptr<TensorEntry> e = std::move(it->second);
     ps.pending.erase(it);
-    const bool broadcast = r.type == OpType::kBroadcast;
     if (timeline_.active()) {
       timeline_.End(e->name);
-      timeline_.Begin(e->name, broadcast ? "BROADCAST_INLINE" : "ALLREDUCE_INLINE");
+      std::string activity = std::string(OpTypeName(r.type)) + "_INLINE";
+      for (char& c : activity) c = (char)toupper(c);
+      timeline_.Begin(e->name, activity);
     }
     const size_t count = (size_t)Elements(r.shapes[0]), bytes = count * hvd::dtype_size(r.dtype);
     uint8_t* out = (uint8_t*)e->output.data;
-    if (broadcast) {
+    if (gathered) {
+      GatherInline(r, done.parts, ps.my_rank, *e);
+    } else if (r.type == OpType::kBroadcast) {
       // The root's data, from its gathered record (the root too copies it into its output).
       if (bytes) std::memcpy(out, done.parts[r.root], bytes);
     } else {

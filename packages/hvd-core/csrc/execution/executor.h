@@ -38,7 +38,7 @@ class Executor {
   // (the caller compacts `ps.arrival` afterwards). A non-OK status is a communication failure:
   // the engine must stop (the entries involved have already been failed with it).
   Status Execute(ProcessSet& ps, std::vector<Response> responses);
-  // Completes allreduces and broadcasts whose data arrived inline with negotiation (no backend call).
+  // Completes the ops whose data arrived inline with negotiation (no backend call).
   void ExecuteInline(ProcessSet& ps, const std::vector<InlineCompletion>& completions);
 
  private:

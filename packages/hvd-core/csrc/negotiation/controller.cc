@@ -11,7 +11,7 @@ namespace {
 // Layout of a member's step-1 record.
 constexpr size_t kFlagsAt = 0;        // uint8 flags
 constexpr size_t kRequestLenAt = 4;   // uint32: bytes of new requests for the coordinator
-constexpr size_t kBitmapsAt = 8;      // "have" bits, then "inline" bits, one per cache slot
+constexpr size_t kBitmapsAt = 8;      // "have", "inline" and "gathered data" bits, one per cache slot
 constexpr uint8_t kShutdown = 1, kNeedCoordinator = 2, kJoined = 4, kBusy = 8, kFailed = 16;
 
 bool IsCacheableType(OpType t) {
@@ -42,6 +42,17 @@ inline bool CarriesData(OpType type) { return type == OpType::kAllreduce || type
 inline size_t InlineSpan(const Response& r, int32_t set_size) {
   return CarriesData(r.type) ? AlignUp(ResponseBytes(r)) : SizesSpan(r.type, set_size);
 }
+// An allgather's or alltoall's data: every member sends its own (the third bitmap says it did), of
+// a length its sizes give (`sizes`: its SizesPerMember values). It lies after the member's sizes
+// for that slot when those travelled too.
+inline bool GathersData(OpType type) { return type == OpType::kAllgather || type == OpType::kAlltoall; }
+size_t GatheredBytes(const Response& r, const int64_t* sizes, int32_t set_size) {
+  int64_t rows = 0;
+  for (int32_t i = 0; i < SizesPerMember(r.type, set_size); ++i) rows += sizes[i];
+  int64_t row = 1;
+  for (size_t d = 1; d < r.shapes[0].size(); ++d) row *= r.shapes[0][d];
+  return (size_t)(rows * row) * hvd::dtype_size(r.dtype);
+}
 
 }  // namespace
 
@@ -69,6 +80,11 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
   const int32_t n = ps.size();
   const int64_t now = NowMicros();
   ++stats->cycles;
+  // This cycle's inline space, and the most it may grow to: the base space (which keeps room for
+  // sizes beside the data) and a share of the bound on all records; none where the space is off.
+  const size_t most_inline =
+      inline_bytes_ == 0 ? 0 : (size_t)inline_bytes_ + AlignUp((size_t)inline_max_bytes_ / (size_t)n);
+  const size_t inline_space = ps.inline_space.Bytes((size_t)inline_bytes_);
 
   // Sort what is pending into cache hits and requests for the coordinator. An allgather or alltoall
   // hit whose sizes for this member changed carries its new sizes in the record's inline area
@@ -91,7 +107,7 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
       bool fits = true;
       if (found == ResponseCache::Lookup::kHit && !stalled && !SizesMatch(e, ps.cache.Get(slot), n, ps.my_rank)) {
         const size_t span = SizesSpan(e.type, n);
-        fits = (int64_t)(sizes_bytes + span) <= inline_bytes_;
+        fits = sizes_bytes + span <= inline_space;
         if (fits) {
           sizes_bytes += span;
           if (new_sizes.size() <= (size_t)slot) new_sizes.resize((size_t)slot + 1, false);
@@ -119,8 +135,8 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
   // Step 1: this member's record. Its size depends only on state every member shares.
   const int32_t slots = ps.cache.num_slots();
   const size_t bitmap = ((size_t)slots + 7) / 8;
-  const size_t inline_at = AlignUp(kBitmapsAt + 2 * bitmap);
-  const size_t record_size = inline_at + AlignUp((size_t)inline_bytes_);
+  const size_t inline_at = AlignUp(kBitmapsAt + 3 * bitmap);
+  const size_t record_size = inline_at + AlignUp(inline_space);
   std::vector<uint8_t> record(record_size, 0);
   record[kFlagsAt] =
       (uint8_t)((stop != StopWish::kNone ? kShutdown : 0) | (stop == StopWish::kStopFailed ? kFailed : 0) |
@@ -130,23 +146,34 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
   std::memcpy(&record[kRequestLenAt], &request_len, 4);
   std::sort(hits.begin(), hits.end());
   size_t inline_used = 0, data_used = 0;  // inline_used: data and sizes, packed in slot order
-  const size_t data_budget = inline_bytes_ > 0 ? (size_t)inline_bytes_ - sizes_bytes : 0;
+  const size_t data_budget = inline_space - sizes_bytes;
   for (auto& hit : hits) {
     SetBit(&record[kBitmapsAt], hit.first);
     const Response& r = ps.cache.Get(hit.first);
+    const TensorEntry& e = *hit.second;
     if ((size_t)hit.first < new_sizes.size() && new_sizes[hit.first]) {
-      std::vector<int64_t> mine = MemberSizes(*hit.second, n);
+      std::vector<int64_t> mine = MemberSizes(e, n);
       std::memcpy(&record[inline_at + inline_used], mine.data(), mine.size() * sizeof(int64_t));
       SetBit(&record[kBitmapsAt + bitmap], hit.first);
       inline_used += SizesSpan(r.type, n);
+    }
+    if (GathersData(r.type)) {
+      const size_t bytes = GatheredBytes(r, MemberSizes(e, n).data(), n);
+      const size_t held = e.input.data ? (size_t)e.input.num_elements() * hvd::dtype_size(r.dtype) : 0;
+      if (bytes == held && data_used + AlignUp(bytes) <= data_budget) {
+        if (bytes) std::memcpy(&record[inline_at + inline_used], e.input.data, bytes);
+        SetBit(&record[kBitmapsAt + 2 * bitmap], hit.first);
+        inline_used += AlignUp(bytes);
+        data_used += AlignUp(bytes);
+      }
       continue;
     }
     size_t bytes = ResponseBytes(r);
     // A broadcast's data comes from its root alone: the others have nothing to send.
-    bool sends_data = r.type == OpType::kAllreduce || (r.type == OpType::kBroadcast && r.root == ps.my_rank);
+    bool sends_data = CarriesData(r.type) && (r.type != OpType::kBroadcast || r.root == ps.my_rank);
     if (sends_data && data_used + AlignUp(bytes) <= data_budget) {
       uint8_t* dst = &record[inline_at + inline_used];
-      if (bytes) std::memcpy(dst, hit.second->input.data, bytes);
+      if (bytes) std::memcpy(dst, e.input.data, bytes);
       if (r.type == OpType::kAllreduce && r.prescale != 1.0)
         hvd::scale(r.dtype, dst, bytes / hvd::dtype_size(r.dtype), r.prescale);
       SetBit(&record[kBitmapsAt + bitmap], hit.first);
@@ -177,20 +204,23 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
 
   // Ready: someone has it and every member has it or has joined. Inline: every member that has
   // it sent its data (a broadcast: its root sent it); each member's inline data is packed in slot
-  // order. For an allgather or alltoall, a member's inline bit means that it sent its new sizes
-  // instead.
+  // order. For an allgather or alltoall, a member's inline bit means that it sent its new sizes,
+  // and its data bit (the third bitmap) that its data follows them.
   std::vector<size_t> inline_offset(n, 0);
+  size_t inline_wanted = 0;  // what this cycle's ready data would take inline (inline_space.h)
   out->responses.reserve(hits.size());
   for (int32_t s = 0; s < slots; ++s) {
-    bool someone = false, everyone = true, all_inline = true;
-    for (int32_t r = 0; r < n; ++r) {
-      bool has = GetBit(rec(r) + kBitmapsAt, s);
-      someone = someone || has;
-      everyone = everyone && (has || joined[r]);
-      // A joined rank that still holds the tensor contributes real data: it must have sent it.
-      all_inline = all_inline && ((joined[r] && !has) || GetBit(rec(r) + kBitmapsAt + bitmap, s));
-    }
     const Response& r = ps.cache.Get(s);
+    const bool gathers = GathersData(r.type);
+    bool someone = false, everyone = true, all_inline = true, all_gathered = gathers;
+    for (int32_t m = 0; m < n; ++m) {
+      bool has = GetBit(rec(m) + kBitmapsAt, s);
+      someone = someone || has;
+      everyone = everyone && (has || joined[m]);
+      // A joined rank that still holds the tensor contributes real data: it must have sent it.
+      all_inline = all_inline && ((joined[m] && !has) || GetBit(rec(m) + kBitmapsAt + bitmap, s));
+      all_gathered = all_gathered && ((joined[m] && !has) || GetBit(rec(m) + kBitmapsAt + 2 * bitmap, s));
+    }
     if (someone && everyone && r.type == OpType::kBroadcast && joined[r.root] && !GetBit(rec(r.root) + kBitmapsAt, s)) {
       // The root has joined: the coordinator must report it. Every rank drops the entry (the
       // decision uses only gathered records), so the holders renegotiate it next cycle.
@@ -205,23 +235,36 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
     // Past the joined-root check above, a ready broadcast's root holds the tensor.
     const bool inline_broadcast =
         someone && everyone && r.type == OpType::kBroadcast && GetBit(rec(r.root) + kBitmapsAt + bitmap, s);
-    if (inline_reduction || inline_broadcast) completion.parts.resize(n, nullptr);
+    const bool inline_gather = someone && everyone && all_gathered;
+    if (inline_reduction || inline_broadcast || inline_gather) completion.parts.resize(n, nullptr);
     std::vector<std::pair<int32_t, const uint8_t*>> sent_sizes;  // members' new sizes, where they lie
     for (int32_t m = 0; m < n; ++m) {
-      if (!GetBit(rec(m) + kBitmapsAt + bitmap, s)) continue;
+      const bool sized = GetBit(rec(m) + kBitmapsAt + bitmap, s),
+                 gathered = GetBit(rec(m) + kBitmapsAt + 2 * bitmap, s);
+      if (!sized && !gathered) continue;
       const uint8_t* at = rec(m) + inline_at + inline_offset[m];
-      if (!completion.parts.empty()) completion.parts[m] = at;
-      if (per > 0) sent_sizes.emplace_back(m, at);
-      inline_offset[m] += InlineSpan(r, n);
+      if (sized) {
+        if (per > 0) sent_sizes.emplace_back(m, at);
+        if (!completion.parts.empty() && !gathers) completion.parts[m] = at;
+        inline_offset[m] += InlineSpan(r, n);
+      }
+      if (gathered) {  // its length follows from its sizes: the ones it sent, or the cached ones
+        std::vector<int64_t> sizes(r.tensor_sizes.begin() + (size_t)per * m,
+                                   r.tensor_sizes.begin() + (size_t)per * (m + 1));
+        if (sized) std::memcpy(sizes.data(), at, sizes.size() * sizeof(int64_t));
+        if (!completion.parts.empty()) completion.parts[m] = rec(m) + inline_at + inline_offset[m];
+        inline_offset[m] += AlignUp(GatheredBytes(r, sizes.data(), n));
+      }
+      if (inline_offset[m] > record_size - inline_at) {  // lengths from a record must stay inside it
+        return Status::Aborted("the negotiation record of rank " + std::to_string(ps.ranks[m]) +
+                               " holds less inline data than its sizes for tensor '" + r.names[0] + "' say");
+      }
     }
     if (!someone || !everyone) continue;
     ps.cache.Touch(s);
     ++stats->cache_hits;
-    if (!completion.parts.empty()) {
-      completion.response = r;
-      out->inline_completions.push_back(std::move(completion));
-      ++(inline_broadcast ? stats->inline_broadcasts : stats->inline_reductions);
-    } else if (per > 0) {
+    Response now = r;
+    if (per > 0) {
       // Every member's sizes as they are in this cycle: the new ones that came with the bits go
       // into the cache (on every member alike, from the same records); members that joined without
       // the tensor contribute nothing this time.
@@ -230,16 +273,32 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
         std::memcpy(row.data(), ms.second, row.size() * sizeof(int64_t));
         ps.cache.SetMemberSizes(s, ms.first, n, row.data());
       }
-      Response now_sizes = ps.cache.Get(s);
+      now = ps.cache.Get(s);
       for (int32_t m = 0; m < n; ++m) {
         if (joined[m] && !GetBit(rec(m) + kBitmapsAt, s))
-          std::fill_n(now_sizes.tensor_sizes.begin() + (size_t)per * m, per, 0);
+          std::fill_n(now.tensor_sizes.begin() + (size_t)per * m, per, 0);
       }
-      out->responses.push_back(std::move(now_sizes));
-    } else {
-      out->responses.push_back(r);
     }
+    // What this op would take of a member's inline space: its data (an allgather's or alltoall's:
+    // the largest member's, after its sizes).
+    size_t wanted = CarriesData(r.type) ? InlineSpan(r, n) : 0;
+    for (int32_t m = 0; gathers && m < n; ++m)
+      wanted =
+          std::max(wanted, SizesSpan(r.type, n) + AlignUp(GatheredBytes(now, &now.tensor_sizes[(size_t)per * m], n)));
+    if (wanted <= most_inline) inline_wanted += wanted;
+    if (completion.parts.empty()) {
+      out->responses.push_back(std::move(now));
+      continue;
+    }
+    completion.response = std::move(now);
+    out->inline_completions.push_back(std::move(completion));
+    ++(inline_broadcast               ? stats->inline_broadcasts
+       : inline_reduction             ? stats->inline_reductions
+       : r.type == OpType::kAllgather ? stats->inline_allgathers
+                                      : stats->inline_alltoalls);
   }
+  ps.inline_space.Observe(inline_wanted, most_inline);
+  if (ps.id == 0) stats->inline_space = ps.inline_space.Bytes((size_t)inline_bytes_);
   if (!need_coordinator) return Status::Ok();
 
   ++stats->coordinator_rounds;

@@ -2,16 +2,15 @@
 //
 // Step 1, always: one allgather of a fixed-size record per member: flags (shutdown, needs the
 // coordinator, joined), the length of its new requests, one bit per cache slot it has ready, and
-// inline the data of its small ready allreduces, the data of the small ready broadcasts it is the
-// root of, and the new sizes of its ready allgathers and alltoalls whose first dimension or splits
-// changed. A cached tensor every member has is ready with no further communication; if every member
-// also sent its data inline, the reduction is computed locally from the gathered records (in rank
-// order, so bit-identical everywhere) and the op costs this one collective in total; so does a
-// broadcast whose root sent its data inline (every member copies it from the root's record); an
-// allgather or alltoall then knows every member's sizes (response_cache.h) and costs its one data
-// movement.
-// Step 2, only when needed: the members' new requests are gathered, the coordinator decides and
-// broadcasts an ordered response list (with cache erasures and, on a stall, a shutdown error).
+// inline (inline_space.h says how much room there is) the data of its small ready allreduces, the
+// data of the small ready broadcasts it is the root of, and the new sizes of its ready allgathers and alltoalls whose
+// first dimension or splits changed. A cached tensor every member has is ready with no further communication; if every
+// member also sent its data inline, the reduction is computed locally from the gathered records (in rank order, so
+// bit-identical everywhere) and the op costs this one collective in total; so does a broadcast whose root sent its data
+// inline (every member copies it from the root's record); an allgather or alltoall then knows every member's sizes
+// (response_cache.h) and costs its one data movement. Step 2, only when needed: the members' new requests are gathered,
+// the coordinator decides and broadcasts an ordered response list (with cache erasures and, on a stall, a shutdown
+// error).
 #pragma once
 
 #include <atomic>
@@ -26,7 +25,9 @@ namespace hvdcore {
 
 // An op completed inside step 1 from the gathered records. An allreduce: every member's (prescaled)
 // contribution, in rank order, nullptr for members that joined (identity contribution). A
-// broadcast: the root's data at parts[root], nullptr elsewhere.
+// broadcast: the root's data at parts[root], nullptr elsewhere. An allgather or alltoall: every
+// member's data (its whole input), nullptr for members that joined without it; `response` holds
+// every member's sizes for this cycle.
 struct InlineCompletion {
   Response response;
   std::vector<const uint8_t*> parts;
@@ -53,11 +54,17 @@ struct NegotiationStats {
   std::atomic<uint64_t> cache_hits{0};          // tensors negotiated by the cache bits alone
   std::atomic<uint64_t> inline_reductions{0};   // of those, allreduces reduced from the inline data
   std::atomic<uint64_t> inline_broadcasts{0};   // and broadcasts copied from the root's inline data
+  std::atomic<uint64_t> inline_allgathers{0};   // and allgathers and alltoalls from every member's
+  std::atomic<uint64_t> inline_alltoalls{0};
+  std::atomic<uint64_t> inline_space{0};        // bytes of inline space in the global set's next record
 };
 
 class Controller {
  public:
-  Controller(const Logger& log, int64_t inline_bytes) : log_(log), inline_bytes_(inline_bytes) {}
+  // `inline_bytes`: the inline space every record carries; `inline_max_bytes`: what the space may
+  // grow to over all the members' records together (inline_space.h).
+  Controller(const Logger& log, int64_t inline_bytes, int64_t inline_max_bytes)
+      : log_(log), inline_bytes_(inline_bytes), inline_max_bytes_(inline_max_bytes) {}
   // `busy`: this rank has work pending anywhere (reported so that idle peers keep cycling).
   Status RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResult* out, NegotiationStats* stats);
 
@@ -67,6 +74,7 @@ class Controller {
                     const std::string& stall_error, int64_t now, CycleResult* out);
   const Logger& log_;
   int64_t inline_bytes_;
+  int64_t inline_max_bytes_;
 };
 
 }  // namespace hvdcore

@@ -13,6 +13,7 @@
 #include "core/handle.h"
 #include "diagnostics/stall_inspector.h"
 #include "negotiation/coordinator.h"
+#include "negotiation/inline_space.h"
 #include "negotiation/response_cache.h"
 
 namespace hvdcore {
@@ -48,6 +49,7 @@ struct ProcessSet {
   ResponseCache cache;
   Coordinator coordinator;  // used on the set's rank 0 only
   StallInspector stall;     // likewise
+  InlineSpace inline_space;  // the room for data in this set's negotiation records
 
   // Background thread only: entries drained from the queue, by name, and their arrival order
   // (which `arrival` keeps: the map's own order is never used).

@@ -196,6 +196,9 @@ def engine_config(
     config.cache_capacity = _int(env, "HOROVOD_CACHE_CAPACITY", 1024, minimum=0)
     # hvd's own knob: bytes of small cached allreduces each rank sends inside negotiation (0: never).
     config.inline_bytes = _int(env, "HOROVOD_NEGOTIATION_INLINE_BYTES", 1024, minimum=0)
+    # ... and how much it may grow by while cached ops a little larger are running (over all ranks'
+    # records together; 0: it never grows).
+    config.inline_max_bytes = _int(env, "HOROVOD_NEGOTIATION_INLINE_MAX_BYTES", 128 * 1024, minimum=0)
     config.stall_check_enabled = not _bool(env, "HOROVOD_STALL_CHECK_DISABLE")
     config.stall_check_s = _float(env, "HOROVOD_STALL_CHECK_TIME_SECONDS", 60.0)
     config.stall_shutdown_s = _float(env, "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", 0.0)
