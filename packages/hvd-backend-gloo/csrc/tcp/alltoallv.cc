@@ -28,8 +28,12 @@ void TcpTransport::Alltoallv(const void* sendbuf, const size_t* sendcounts, void
     send_offset += transfers[p].send_bytes;
     recv_offset += transfers[p].recv_bytes;
   }
-  if (transfers[rank].send_bytes) std::memcpy(transfers[rank].recv, transfers[rank].send, transfers[rank].send_bytes);
-  Exchange(comm_, kAlltoallvSlotPrefix, transfers, nullptr);
+  // This member's own block is copied once the exchange has posted every send and receive, while
+  // the peers' blocks travel (arrived() comes for each member in rank order, this one included).
+  const Transfer& own = transfers[rank];
+  Exchange(comm_, kAlltoallvSlotPrefix, transfers, [&](int32_t p) {
+    if (p == rank && own.send_bytes) std::memcpy(own.recv, own.send, own.send_bytes);
+  });
 }
 
 }  // namespace hvd_gloo
