@@ -43,7 +43,7 @@ struct CycleResult {
   std::vector<uint8_t> records;  // step 1's gathered records, which the inline parts point into
   bool shutdown = false;
   std::vector<int32_t> shutdown_by;  // job ranks whose record asked for the shutdown
-  std::vector<int32_t> failed_by;    // of those, the ones that stop because they failed
+  std::vector<int32_t> failed_by;  // of those, the ones that stop because they failed
   std::string shutdown_error;
   bool anyone_busy = false;  // some member had work pending (no member may slow its cycling down)
 };
@@ -51,12 +51,12 @@ struct CycleResult {
 struct NegotiationStats {
   std::atomic<uint64_t> cycles{0};
   std::atomic<uint64_t> coordinator_rounds{0};  // cycles that needed step 2
-  std::atomic<uint64_t> cache_hits{0};          // tensors negotiated by the cache bits alone
-  std::atomic<uint64_t> inline_reductions{0};   // of those, allreduces reduced from the inline data
-  std::atomic<uint64_t> inline_broadcasts{0};   // and broadcasts copied from the root's inline data
-  std::atomic<uint64_t> inline_allgathers{0};   // and allgathers and alltoalls from every member's
+  std::atomic<uint64_t> cache_hits{0};  // tensors negotiated by the cache bits alone
+  std::atomic<uint64_t> inline_reductions{0};  // of those, allreduces reduced from the inline data
+  std::atomic<uint64_t> inline_broadcasts{0};  // and broadcasts copied from the root's inline data
+  std::atomic<uint64_t> inline_allgathers{0};  // and allgathers and alltoalls from every member's
   std::atomic<uint64_t> inline_alltoalls{0};
-  std::atomic<uint64_t> inline_space{0};        // bytes of inline space in the global set's next record
+  std::atomic<uint64_t> inline_space{0};  // bytes of inline space in the global set's next record
 };
 
 class Controller {
