@@ -387,6 +387,40 @@ def test_large_engine_allocated_outputs_start_on_a_huge_page_and_are_given_back(
         assert result["grown"] < 64 << 20, result["grown"]
 
 
+def _outputs_of_one_size_in_rounds(rounds: int) -> list[dict]:
+    """Each round: a 2 x 16 MiB allgather (a mapped output) of values new to the round, checked, then
+    dropped; the pool's counters after each."""
+    hvd.init()
+    rank, n = hvd.rank(), hvd.size()
+    mib = 1 << 18  # float32 elements in 1 MiB
+    seen = []
+    for i in range(rounds):
+        out = hvd.allgather(np.full(16 * mib, rank + 10 * i, np.float32), name="pooled.ag")
+        # Every row is written by this round, whatever the reused mapping held from the last.
+        expected = np.repeat(np.arange(n, dtype=np.float32) + 10 * i, 16 * mib)
+        seen.append({"right": bool(np.array_equal(out, expected)), "start": out.__array_interface__["data"][0]})
+        del out
+        stats = _stats()
+        seen[-1].update(reused=stats["output_pool_reused"], kept=stats["output_pool_bytes"])
+    return seen
+
+
+def test_a_freed_large_output_is_reused_for_the_next_of_its_size() -> None:
+    """A dropped 32 MiB output's mapping is kept (HOROVOD_OUTPUT_POOL_BYTES) and the next output of
+    its size takes it over, already faulted in; its values are the new round's throughout."""
+    for rounds in run_cluster(_outputs_of_one_size_in_rounds, 2, args=(3,)):
+        assert all(r["right"] for r in rounds), rounds
+        assert [r["reused"] for r in rounds] == [0, 1, 2], rounds
+        assert all(r["kept"] >= 32 << 20 for r in rounds), rounds  # the mapping, and its spare huge page
+        assert len({r["start"] for r in rounds}) == 1, rounds  # the same memory every round
+
+
+def test_the_output_pool_keeps_nothing_when_its_bound_is_zero() -> None:
+    for rounds in run_cluster(_outputs_of_one_size_in_rounds, 2, args=(2,), env={"HOROVOD_OUTPUT_POOL_BYTES": "0"}):
+        assert all(r["right"] for r in rounds), rounds
+        assert [(r["reused"], r["kept"]) for r in rounds] == [(0, 0), (0, 0)], rounds
+
+
 def _vm_flags(address: int) -> list[str]:
     """The VmFlags of the mapping holding ``address`` (/proc/self/smaps); "hg": huge pages advised."""
     inside = False

@@ -101,6 +101,8 @@ void BindEngine(nb::module_& m) {
         d["fused_batches"] = x.fused_batches.load();
         d["declined_buffer_calls"] = x.declined_buffer_calls.load();
         d["hierarchical_allreduces"] = x.hierarchical_allreduces.load();
+        d["output_pool_reused"] = e.output_pool().reused();  // outputs that took a kept mapping
+        d["output_pool_bytes"] = e.output_pool().kept_bytes();
         nb::dict calls;
         for (int t = 0; t < kOpTypeCount; ++t) calls[OpTypeName((OpType)t)] = x.backend_calls[t].load();
         d["backend_calls"] = calls;

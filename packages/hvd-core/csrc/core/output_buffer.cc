@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <new>
+#include <utility>
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -9,19 +10,21 @@
 
 namespace hvdcore {
 
-Buffer::Buffer(size_t bytes) : bytes_(bytes) {
+Buffer::Buffer(size_t bytes, std::shared_ptr<OutputPool> pool) : bytes_(bytes), pool_(std::move(pool)) {
 #if defined(MADV_HUGEPAGE)
   if (bytes >= kOwnMappingBytes) {
     if (bytes > SIZE_MAX - 2 * kHugePage) throw std::bad_alloc();  // the sizes below would wrap
     // One huge page more than needed, so that an aligned start leaves room for whole huge pages.
     const size_t whole = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-    void* p = mmap(nullptr, whole + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    mapped_ = whole + kHugePage;
+    void* p = pool_ ? pool_->Take(mapped_) : nullptr;
+    const bool fresh = p == nullptr;
+    if (fresh) p = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
     mapping_ = p;
-    mapped_ = whole + kHugePage;
     const uintptr_t start = (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) / kHugePage * kHugePage;
     data_ = reinterpret_cast<uint8_t*>(start);
-    AdviseHugePages(data_, whole);
+    if (fresh) AdviseHugePages(data_, whole);  // a kept mapping was advised when it was made
     return;
   }
 #endif
@@ -31,7 +34,11 @@ Buffer::Buffer(size_t bytes) : bytes_(bytes) {
 Buffer::~Buffer() {
 #if defined(MADV_HUGEPAGE)
   if (mapping_) {
-    munmap(mapping_, mapped_);
+    if (pool_) {
+      pool_->Return(mapping_, mapped_);
+    } else {
+      munmap(mapping_, mapped_);
+    }
     return;
   }
 #endif

@@ -15,8 +15,9 @@ Engine::Engine(EngineConfig config, std::shared_ptr<Backend> backend, std::share
       backend_(std::move(backend)),
       store_(std::move(store)),
       stall_settings_(config_.stall_check_enabled, config_.stall_check_s, config_.stall_shutdown_s),
+      output_pool_(std::make_shared<OutputPool>((size_t)std::max<int64_t>(0, config_.output_pool_bytes))),
       controller_(log_, config_.inline_bytes, config_.inline_max_bytes),
-      executor_(log_, timeline_, config_.fusion_threshold, execution_stats_,
+      executor_(log_, timeline_, config_.fusion_threshold, execution_stats_, output_pool_,
                 [this](ProcessSet& ps, std::unique_ptr<TensorEntry> e, Status s) {
                   Complete(ps, std::move(e), std::move(s));
                 }),
@@ -168,6 +169,7 @@ void Engine::Shutdown() {
   std::lock_guard<std::mutex> lk(mu_);
   sets_.clear();  // destroys the communicators
   timeline_.Stop();
+  output_pool_->Close();  // outputs still held by callers are unmapped when they free them
 }
 
 bool Engine::running() {

@@ -20,6 +20,7 @@
 
 #include "backend/backend_loader.h"
 #include "backend/kv_store.h"
+#include "core/output_pool.h"
 #include "diagnostics/failure_report.h"
 #include "diagnostics/logging.h"
 #include "diagnostics/timeline.h"
@@ -39,6 +40,7 @@ struct EngineConfig {
   int32_t cache_capacity = 1024;
   int64_t inline_bytes = 1024;  // per member and cycle: small cached allreduces and broadcasts travel with negotiation
   int64_t inline_max_bytes = 128 * 1024;  // how much that space may grow by, over all members (inline_space.h)
+  int64_t output_pool_bytes = 1ll << 30;  // freed large outputs kept for reuse (core/output_pool.h)
   bool stall_check_enabled = true;
   double stall_check_s = 60.0;
   double stall_shutdown_s = 0.0;
@@ -94,6 +96,7 @@ class Engine {
   const Backend& backend() const { return *backend_; }
   const NegotiationStats& negotiation_stats() const { return negotiation_stats_; }
   const ExecutionStats& execution_stats() const { return execution_stats_; }
+  const OutputPool& output_pool() const { return *output_pool_; }
   int blocked_callers() const { return bell_->blocked(); }
 
  private:
@@ -135,6 +138,7 @@ class Engine {
   Timeline timeline_;
   NegotiationStats negotiation_stats_;
   ExecutionStats execution_stats_;
+  std::shared_ptr<OutputPool> output_pool_;  // before executor_, which hands it to outputs
   Controller controller_;
   Executor executor_;
   const std::chrono::microseconds cycle_;  // HOROVOD_CYCLE_TIME

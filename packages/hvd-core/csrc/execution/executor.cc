@@ -419,7 +419,7 @@ Status Executor::Allgather(ProcessSet& ps, const Response& r, std::unique_ptr<Te
     counts[i] = (size_t)(r.tensor_sizes[i] * row);
     total_rows += r.tensor_sizes[i];
   }
-  auto out = std::make_shared<Buffer>((size_t)(total_rows * row) * esize);
+  auto out = std::make_shared<Buffer>((size_t)(total_rows * row) * esize, output_pool_);
   ++stats_.backend_calls[(int)OpType::kAllgather];
   st = ps.comm->Allgatherv(e ? e->input.data : nullptr, out->data(), counts, r.dtype);
   if (!st.ok() || !e) return st;
@@ -462,7 +462,7 @@ Status Executor::Alltoall(ProcessSet& ps, const Response& r, std::unique_ptr<Ten
     recv_counts[i] = (size_t)(recv_splits[i] * row);
     total_rows += recv_splits[i];
   }
-  auto out = std::make_shared<Buffer>((size_t)(total_rows * row) * esize);
+  auto out = std::make_shared<Buffer>((size_t)(total_rows * row) * esize, output_pool_);
   ++stats_.backend_calls[(int)OpType::kAlltoall];
   st = ps.comm->Alltoallv(e ? e->input.data : nullptr, send_counts, out->data(), recv_counts, r.dtype);
   if (!st.ok() || !e) return st;
@@ -497,7 +497,7 @@ Status Executor::Reducescatter(ProcessSet& ps, const Response& r, TensorEntry* e
   } else {
     send = e->input.data;
   }
-  auto out = std::make_shared<Buffer>(counts[ps.my_rank] * esize);
+  auto out = std::make_shared<Buffer>(counts[ps.my_rank] * esize, output_pool_);
   ++stats_.backend_calls[(int)OpType::kReducescatter];
   Status st = ps.comm->Reducescatter(send, out->data(), counts, r.dtype, op);
   if (!st.ok() || !e) return st;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/output_pool.h"
 #include "diagnostics/logging.h"
 #include "diagnostics/timeline.h"
 #include "negotiation/controller.h"
@@ -27,11 +28,14 @@ using CompleteFn = std::function<void(ProcessSet&, std::unique_ptr<TensorEntry>,
 
 class Executor {
  public:
-  Executor(const Logger& log, Timeline& timeline, int64_t fusion_threshold, ExecutionStats& stats, CompleteFn complete)
+  // Large outputs come from, and go back to, `output_pool` (core/output_pool.h).
+  Executor(const Logger& log, Timeline& timeline, int64_t fusion_threshold, ExecutionStats& stats,
+           std::shared_ptr<OutputPool> output_pool, CompleteFn complete)
       : log_(log),
         timeline_(timeline),
         fusion_threshold_(fusion_threshold),
         stats_(stats),
+        output_pool_(std::move(output_pool)),
         complete_(std::move(complete)) {}
 
   // Executes the cycle's responses for `ps` in order, taking their entries out of `ps.pending`
@@ -64,6 +68,7 @@ class Executor {
   Timeline& timeline_;
   int64_t fusion_threshold_;
   ExecutionStats& stats_;
+  std::shared_ptr<OutputPool> output_pool_;
   CompleteFn complete_;
 };
 

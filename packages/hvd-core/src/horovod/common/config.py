@@ -199,6 +199,9 @@ def engine_config(
     # ... and how much it may grow by while cached ops a little larger are running (over all ranks'
     # records together; 0: it never grows).
     config.inline_max_bytes = _int(env, "HOROVOD_NEGOTIATION_INLINE_MAX_BYTES", 128 * 1024, minimum=0)
+    # hvd's own knob: freed large outputs (allgather, alltoall, reducescatter; 32 MiB and up) kept
+    # mapped for the next output of their size, up to this many bytes per rank (0: none kept).
+    config.output_pool_bytes = _int(env, "HOROVOD_OUTPUT_POOL_BYTES", 1 << 30, minimum=0)
     config.stall_check_enabled = not _bool(env, "HOROVOD_STALL_CHECK_DISABLE")
     config.stall_check_s = _float(env, "HOROVOD_STALL_CHECK_TIME_SECONDS", 60.0)
     config.stall_shutdown_s = _float(env, "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", 0.0)
