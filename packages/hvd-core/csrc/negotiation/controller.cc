@@ -43,16 +43,9 @@ inline size_t InlineSpan(const Response& r, int32_t set_size) {
   return CarriesData(r.type) ? AlignUp(ResponseBytes(r)) : SizesSpan(r.type, set_size);
 }
 // An allgather's or alltoall's data: every member sends its own (the third bitmap says it did), of
-// a length its sizes give (`sizes`: its SizesPerMember values). It lies after the member's sizes
-// for that slot when those travelled too.
+// the length its sizes give (MemberInputBytes). It lies after the member's sizes for that slot when
+// those travelled too.
 inline bool GathersData(OpType type) { return type == OpType::kAllgather || type == OpType::kAlltoall; }
-size_t GatheredBytes(const Response& r, const int64_t* sizes, int32_t set_size) {
-  int64_t rows = 0;
-  for (int32_t i = 0; i < SizesPerMember(r.type, set_size); ++i) rows += sizes[i];
-  int64_t row = 1;
-  for (size_t d = 1; d < r.shapes[0].size(); ++d) row *= r.shapes[0][d];
-  return (size_t)(rows * row) * hvd::dtype_size(r.dtype);
-}
 
 }  // namespace
 
@@ -151,14 +144,14 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
     SetBit(&record[kBitmapsAt], hit.first);
     const Response& r = ps.cache.Get(hit.first);
     const TensorEntry& e = *hit.second;
+    const std::vector<int64_t> mine = MemberSizes(e, n);  // empty but for allgathers and alltoalls
     if ((size_t)hit.first < new_sizes.size() && new_sizes[hit.first]) {
-      std::vector<int64_t> mine = MemberSizes(e, n);
       std::memcpy(&record[inline_at + inline_used], mine.data(), mine.size() * sizeof(int64_t));
       SetBit(&record[kBitmapsAt + bitmap], hit.first);
       inline_used += SizesSpan(r.type, n);
     }
     if (GathersData(r.type)) {
-      const size_t bytes = GatheredBytes(r, MemberSizes(e, n).data(), n);
+      const size_t bytes = MemberInputBytes(r, mine.data(), n);
       const size_t held = e.input.data ? (size_t)e.input.num_elements() * hvd::dtype_size(r.dtype) : 0;
       if (bytes == held && data_used + AlignUp(bytes) <= data_budget) {
         if (bytes) std::memcpy(&record[inline_at + inline_used], e.input.data, bytes);
@@ -207,6 +200,7 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
   // order. For an allgather or alltoall, a member's inline bit means that it sent its new sizes,
   // and its data bit (the third bitmap) that its data follows them.
   std::vector<size_t> inline_offset(n, 0);
+  std::vector<int64_t> sent;  // a member's sizes read from its record (reused across members)
   size_t inline_wanted = 0;  // what this cycle's ready data would take inline (inline_space.h)
   out->responses.reserve(hits.size());
   for (int32_t s = 0; s < slots; ++s) {
@@ -249,11 +243,14 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
         inline_offset[m] += InlineSpan(r, n);
       }
       if (gathered) {  // its length follows from its sizes: the ones it sent, or the cached ones
-        std::vector<int64_t> sizes(r.tensor_sizes.begin() + (size_t)per * m,
-                                   r.tensor_sizes.begin() + (size_t)per * (m + 1));
-        if (sized) std::memcpy(sizes.data(), at, sizes.size() * sizeof(int64_t));
+        const int64_t* sizes = &r.tensor_sizes[(size_t)per * m];
+        if (sized) {  // copied out: a record's bytes are not int64_t objects
+          sent.resize((size_t)per);
+          std::memcpy(sent.data(), at, sent.size() * sizeof(int64_t));
+          sizes = sent.data();
+        }
         if (!completion.parts.empty()) completion.parts[m] = rec(m) + inline_at + inline_offset[m];
-        inline_offset[m] += AlignUp(GatheredBytes(r, sizes.data(), n));
+        inline_offset[m] += AlignUp(MemberInputBytes(r, sizes, n));
       }
       if (inline_offset[m] > record_size - inline_at) {  // lengths from a record must stay inside it
         return Status::Aborted("the negotiation record of rank " + std::to_string(ps.ranks[m]) +
@@ -283,8 +280,8 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
     // the largest member's, after its sizes).
     size_t wanted = CarriesData(r.type) ? InlineSpan(r, n) : 0;
     for (int32_t m = 0; gathers && m < n; ++m)
-      wanted =
-          std::max(wanted, SizesSpan(r.type, n) + AlignUp(GatheredBytes(now, &now.tensor_sizes[(size_t)per * m], n)));
+      wanted = std::max(wanted,
+                        SizesSpan(r.type, n) + AlignUp(MemberInputBytes(now, &now.tensor_sizes[(size_t)per * m], n)));
     if (wanted <= most_inline) inline_wanted += wanted;
     if (completion.parts.empty()) {
       out->responses.push_back(std::move(now));

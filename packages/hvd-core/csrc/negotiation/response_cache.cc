@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "horovod/hvd_reduce.hpp"
+
 namespace hvdcore {
 
 static bool TrailingDimsEqual(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
@@ -40,6 +42,18 @@ std::vector<int64_t> MemberSizes(const TensorEntry& e, int32_t set_size) {
   if (e.type != OpType::kAlltoall) return {};
   if (!e.splits.empty()) return e.splits;
   return std::vector<int64_t>(set_size, e.input.shape[0] / set_size);  // validated: divisible
+}
+
+int64_t RowElements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];
+  return n;
+}
+
+size_t MemberInputBytes(const Response& r, const int64_t* sizes, int32_t set_size) {
+  int64_t rows = 0;
+  for (int32_t i = 0; i < SizesPerMember(r.type, set_size); ++i) rows += sizes[i];
+  return (size_t)(rows * RowElements(r.shapes[0])) * hvd::dtype_size(r.dtype);
 }
 
 bool SizesMatch(const TensorEntry& e, const Response& r, int32_t set_size, int32_t member) {

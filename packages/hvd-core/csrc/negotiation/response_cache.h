@@ -78,6 +78,11 @@ int32_t SizesPerMember(OpType type, int32_t set_size);
 // What `entry`'s member contributes to tensor_sizes: its first dimension (allgather), or its
 // splits, even ones written out when none were given (alltoall). Empty for the other ops.
 std::vector<int64_t> MemberSizes(const TensorEntry& entry, int32_t set_size);
+// Elements in one row of `shape` (all dimensions but the first): what each unit of a size counts.
+int64_t RowElements(const std::vector<int64_t>& shape);
+// Bytes of a member's input to an allgather or alltoall `response` whose sizes are `sizes` (its
+// SizesPerMember values): the rows they add up to.
+size_t MemberInputBytes(const Response& response, const int64_t* sizes, int32_t set_size);
 // Whether `response` holds `member`'s sizes as `entry` has them now.
 bool SizesMatch(const TensorEntry& entry, const Response& response, int32_t set_size, int32_t member);
 
