@@ -18,11 +18,17 @@ import os
 import pathlib
 import re
 import shutil
+import sys
 import tomllib
 
 import nox
 
 ROOT = pathlib.Path(__file__).parent
+# The packages' metadata helpers the release tooling uses (release/repo_packages.py), so that both
+# read requirements alike.
+sys.path.insert(0, str(ROOT / "release"))
+from repo_packages import requirement_name  # noqa: E402
+
 WHEELHOUSE = ROOT / ".nox" / "wheelhouse"
 # venv + pip: uv ignores pip's configuration on this machine and would resolve a CUDA build of torch.
 nox.options.default_venv_backend = "venv"
@@ -74,10 +80,6 @@ def _packages() -> dict[str, pathlib.Path]:
 PACKAGES = _packages()
 
 
-def _requirement_name(requirement: str) -> str:
-    return re.split(r"[\s\[<>=!~;]", requirement, maxsplit=1)[0].lower()
-
-
 def _local_closure(name: str) -> list[str]:
     """`name` and the hvd packages it depends on, dependencies first."""
     order: list[str] = []
@@ -86,8 +88,8 @@ def _local_closure(name: str) -> list[str]:
         if pkg in order:
             return
         for req in _project(PACKAGES[pkg]).get("dependencies", []):
-            if _requirement_name(req) in PACKAGES:
-                visit(_requirement_name(req))
+            if requirement_name(req) in PACKAGES:
+                visit(requirement_name(req))
         order.append(pkg)
 
     visit(name)
@@ -174,7 +176,7 @@ def install_local(
         if pkg in names:
             for extra in extras:
                 requirements += project.get("optional-dependencies", {}).get(extra, [])
-        third_party += [r for r in requirements if _requirement_name(r) not in PACKAGES]
+        third_party += [r for r in requirements if requirement_name(r) not in PACKAGES]
     if third_party:
         session.install(*third_party)
     session.install("--no-deps", "--no-index", *_find_links(variants), "--force-reinstall", *closure)
@@ -348,7 +350,7 @@ def _runtime_requirements() -> list[str]:
         project = _project(path)
         extras = project.get("optional-dependencies", {})
         for requirement in [*project.get("dependencies", []), *(r for x in extras if x != "test" for r in extras[x])]:
-            if _requirement_name(requirement) not in PACKAGES and requirement not in requirements:
+            if requirement_name(requirement) not in PACKAGES and requirement not in requirements:
                 requirements.append(requirement)
     return requirements
 
@@ -533,7 +535,7 @@ def sanitize(session: nox.Session, sanitizer: str) -> None:
     requirements = list(_project(PACKAGES["hvd-core"])["optional-dependencies"]["test"])
     for name in (*SANITIZER_TESTS, "hvd-runner"):
         dependencies = _project(PACKAGES[name]).get("dependencies", [])
-        requirements += [r for r in dependencies if _requirement_name(r) not in PACKAGES]
+        requirements += [r for r in dependencies if requirement_name(r) not in PACKAGES]
     session.install(*requirements)
     _build_sanitized(session, sanitizer)
     build_wheels(session, ["hvd-runner"])  # pure Python: the shared wheelhouse's wheel is the same
