@@ -10,13 +10,14 @@
 
 namespace hvdcore {
 
-Buffer::Buffer(size_t bytes, std::shared_ptr<OutputPool> pool) : bytes_(bytes), pool_(std::move(pool)) {
+Buffer::Buffer(size_t bytes, std::shared_ptr<OutputPool> pool) : bytes_(bytes) {
 #if defined(MADV_HUGEPAGE)
   if (bytes >= kOwnMappingBytes) {
     if (bytes > SIZE_MAX - 2 * kHugePage) throw std::bad_alloc();  // the sizes below would wrap
     // One huge page more than needed, so that an aligned start leaves room for whole huge pages.
     const size_t whole = (bytes + kHugePage - 1) / kHugePage * kHugePage;
     mapped_ = whole + kHugePage;
+    pool_ = std::move(pool);  // only a mapping goes back to it
     void* p = pool_ ? pool_->Take(mapped_) : nullptr;
     const bool fresh = p == nullptr;
     if (fresh) p = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

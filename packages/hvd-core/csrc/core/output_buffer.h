@@ -46,7 +46,7 @@ class Buffer {
   uint8_t* data_ = nullptr;
   void* mapping_ = nullptr;  // the whole mapping, of mapped_ bytes, when not from the heap
   size_t mapped_ = 0;
-  std::shared_ptr<OutputPool> pool_;  // where a mapping goes when freed
+  std::shared_ptr<OutputPool> pool_;  // where a mapping goes when freed; none for heap memory
 };
 
 // Asks for huge pages under the whole 2 MiB pages inside [data, data + bytes), for memory about to be
