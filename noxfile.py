@@ -26,7 +26,7 @@ import nox
 ROOT = pathlib.Path(__file__).parent
 # The packages' metadata helpers the release tooling uses (release/repo_packages.py), so that both
 # read requirements alike.
-sys.path.insert(0, str(ROOT / "release"))
+sys.path.append(str(ROOT / "release"))  # after nox's own modules: nothing of theirs is shadowed
 from repo_packages import requirement_name  # noqa: E402
 
 WHEELHOUSE = ROOT / ".nox" / "wheelhouse"
