@@ -33,6 +33,11 @@ WHEELHOUSE = ROOT / ".nox" / "wheelhouse"
 # venv + pip: uv ignores pip's configuration on this machine and would resolve a CUDA build of torch.
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_missing_interpreters = True
+# pip compiles every module of what it installs to bytecode by default: a third of torch's install
+# time (28 s against 10 s here), and several sessions install torch, TensorFlow, Spark or Ray. Python
+# compiles what a test imports when it imports it instead. (PIP_COMPILE, the name of pip's
+# --compile: with --no-compile's name, PIP_NO_COMPILE=1 would mean compile.) A caller's setting stays.
+os.environ.setdefault("PIP_COMPILE", "0")
 
 # Tools needed to build hvd packages without build isolation (isolated builds would look up the
 # build requirement hvd-core on a public index).

@@ -28,6 +28,19 @@ KiB = 1024
 SIZES = [4 * KiB * 4**k for k in range(9)]
 OPS = ["allreduce", OUT_OF_PLACE, "allgather", "broadcast", "alltoall", "reducescatter"]
 WARMUP = 3  # calls of each side before a size's repetitions
+MiB = 1024 * KiB
+
+
+def repetitions(size: int, base: int) -> int:
+    """Repetitions of a size: `base` from 64 MiB, more below, where a repetition costs milliseconds.
+
+    A cell's figure is the median of its repetitions' ratios, and on this shared machine one
+    repetition's ratio ranges over 10x or more at small sizes (the other rank, or another process,
+    takes the core for a while). With 15 repetitions such a cell's median moved by 0.3 between runs
+    minutes apart; five times as many cost seconds there, and the median then says what the two
+    libraries do rather than which repetitions the machine disturbed.
+    """
+    return base * (5 if size <= 4 * MiB else 2 if size <= 16 * MiB else 1)
 
 
 def torch_side(op: str, tensor: torch.Tensor, n: int) -> tuple[Callable[[], None], str]:
@@ -69,7 +82,7 @@ def sweep(op: str, sizes: list[int], n: int, repeats: int) -> list[dict]:
             {"hvd": hvd_op(op, t_hvd, f"hosts.{op}.{size}"), "torch": torch_fn},
             inner={"hvd": inner, "torch": inner},
             warmup=WARMUP,
-            repeats=repeats,
+            repeats=repetitions(size, repeats),
             before_each=dist.barrier,
         )
         timed = {side: slowest_rank(s["samples"]) for side, s in timed.items()}
@@ -90,7 +103,7 @@ def sweep(op: str, sizes: list[int], n: int, repeats: int) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=7, help="from 64 MiB; more below (repetitions())")
     parser.add_argument("--max-bytes", type=int, default=SIZES[-1])
     parser.add_argument("--min-bytes", type=int, default=SIZES[0], help="smallest size (for a quicker look)")
     parser.add_argument("--ops", nargs="+", choices=OPS, default=OPS)

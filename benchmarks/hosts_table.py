@@ -99,14 +99,15 @@ def measured_or_why(title: str, build: Callable[[], list[str]]) -> list[str]:
     return [f"### {title}: not measured ({why})"]
 
 
-def calls_per_repetition(results: list[dict]) -> str:
-    """'20 (4 KiB..64 KiB), 3 (256 KiB..16 MiB), ...': how many calls each repetition timed, by size."""
+def counts_by_size(results: list[dict], count: Callable[[dict], int]) -> str:
+    """'20 (4 KiB..64 KiB), 3 (256 KiB..16 MiB), ...': `count` of each result (calls per repetition,
+    repetitions), by the sizes that share it."""
     ranges: dict[int, list[int]] = {}
     for r in results:
-        ranges.setdefault(r["inner"], []).append(r["bytes"])
+        ranges.setdefault(count(r), []).append(r["bytes"])
     return ", ".join(
-        f"{inner} ({human_bytes(min(sizes))}..{human_bytes(max(sizes))})"
-        for inner, sizes in sorted(ranges.items(), key=lambda kv: min(kv[1]))
+        f"{n} ({human_bytes(min(sizes))}..{human_bytes(max(sizes))})"
+        for n, sizes in sorted(ranges.items(), key=lambda kv: min(kv[1]))
     )
 
 
@@ -117,7 +118,7 @@ def hosts_table(data: dict) -> list[str]:
     rows = [
         (
             f"### Collectives across {data['hosts']} hosts, {data['ranks']} ranks (one per host), hvd on Gloo over TCP "
-            f"(float32; time per op: median [min..max] of {results[0]['hvd']['n']} repetitions)"
+            "(float32; time per op: median [min..max] of the repetitions)"
         ),
         "",
         "Method: the hosts are network namespaces on this machine, each with sshd and its own interface on",
@@ -126,7 +127,11 @@ def hosts_table(data: dict) -> list[str]:
         "both libraries move every byte over TCP through a veth pair (no wire: this measures what each does",
         "on TCP, bounded by the machine's cores). One thread per rank for both (OMP_NUM_THREADS=1,",
         "torch.set_num_threads(1)). Within each size the repetitions alternate hvd and torch.distributed,",
-        f"after {data['warmup']} warm-up calls each; calls per repetition: {calls_per_repetition(results)}.",
+        (
+            f"after {data['warmup']} warm-up calls each; calls per repetition: "
+            f"{counts_by_size(results, lambda r: r['inner'])}; repetitions: "
+            f"{counts_by_size(results, lambda r: r['hvd']['n'])}."
+        ),
         "Each repetition starts after a barrier (untimed) and counts on the rank that finished last: the",
         "op is done when every rank has its result (a broadcast's root returns before its receivers do).",
         "busbw = bytes / time x 2(n-1)/n for allreduce, x (n-1)/n for allgather, reducescatter and",
