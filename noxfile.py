@@ -124,12 +124,18 @@ def _find_links(variants: dict[str, str]) -> list[str]:
 
 
 def build_wheels(session: nox.Session, names: list[str], variants: dict[str, str] | None = None) -> None:
-    """Builds (or reuses, when the sources are unchanged) the wheels of local packages.
+    """Builds (or reuses, when the sources are unchanged) the wheels of local packages, and installs
+    them without their dependencies.
 
     A package with build variants is built for ``variants[name]`` (see _chosen_variants), after that
-    variant's requirements are installed: its build compiles against them."""
+    variant's requirements are installed: its build compiles against them. The build tools, and the
+    packages a build needs (hvd-core's headers), are installed only when something is built: most
+    sessions reuse every wheel, and a pip call costs seconds."""
+    variants = variants or {}
+    not_installed: list[str] = []  # wheels ready, in dependency order, not yet in the environment
+    can_build = False
     for name in names:
-        variant = (variants or {}).get(name)
+        variant = variants.get(name)
         digest = _source_digest(PACKAGES[name])
         if variant is not None:
             requirements = _build_variants(name)[1][variant]
@@ -141,6 +147,12 @@ def build_wheels(session: nox.Session, names: list[str], variants: dict[str, str
         stamp = house / f"{name}.digest"
         wheel_prefix = name.replace("-", "_") + "-"
         if not (stamp.exists() and stamp.read_text() == digest and any(house.glob(wheel_prefix + "*.whl"))):
+            if not can_build:
+                session.install(*BUILD_TOOLS)
+                can_build = True
+            # This build needs the packages before it (their headers), whether built or reused.
+            _install_wheels(session, not_installed, variants)
+            not_installed = []
             for old in house.glob(wheel_prefix + "*.whl"):
                 old.unlink()
             session.run(
@@ -153,9 +165,15 @@ def build_wheels(session: nox.Session, names: list[str], variants: dict[str, str
                 str(PACKAGES[name]),
             )
             stamp.write_text(digest)
-        # Later builds in this session (backends) need this package (its headers) at build time,
-        # whether its wheel was just built or reused.
-        session.install("--no-deps", "--no-index", "--find-links", str(house), "--force-reinstall", name)
+        not_installed.append(name)
+    _install_wheels(session, not_installed, variants)
+
+
+def _install_wheels(session: nox.Session, names: list[str], variants: dict[str, str]) -> None:
+    """Local packages from the wheelhouse (the variant's own where one is chosen), in one pip call."""
+    if names:
+        links = _find_links({name: variants[name] for name in names if name in variants})
+        session.install("--no-deps", "--no-index", *links, "--force-reinstall", *names)
 
 
 def install_local(
@@ -171,7 +189,6 @@ def install_local(
     closure: list[str] = []
     for name in (*names, *also):
         closure += [pkg for pkg in _local_closure(name) if pkg not in closure]
-    session.install(*BUILD_TOOLS)
     variants = _chosen_variants(closure, variants)
     build_wheels(session, closure, variants)
     third_party = []
@@ -184,7 +201,6 @@ def install_local(
         third_party += [r for r in requirements if requirement_name(r) not in PACKAGES]
     if third_party:
         session.install(*third_party)
-    session.install("--no-deps", "--no-index", *_find_links(variants), "--force-reinstall", *closure)
 
 
 def _tool_hvd(name: str) -> dict:
