@@ -405,10 +405,14 @@ def main() -> None:
     args = parser.parse_args()
     only = {name for asked in args.only or BENCHMARKS for name in (TENSORFLOW if asked == "tensorflow" else [asked])}
     sweep_args = ["--repeats", str(args.repeats)] + (["--max-bytes", str(args.max_bytes)] if args.max_bytes else [])
+    # The command as it was run, but for where the tables were written: what the figures depend on.
+    asked = [f"--np {args.np}", *(f"--only {o}" for o in args.only or []), f"--repeats {args.repeats}"]
+    asked += [f"--max-bytes {args.max_bytes}"] if args.max_bytes else []
+    asked += [f"--launch-pairs {args.launch_pairs}"] if args.launch_pairs != TRAINING_LAUNCH_PAIRS else []
     lines = [
         (
             f"Machine: {os.cpu_count()} cores, load average at start {load_average()}; "
-            f"command: `python benchmarks/run_all.py --np {args.np}{''.join(f' --only {o}' for o in args.only or [])}`"
+            f"command: `python benchmarks/run_all.py {' '.join(asked)}`"
         ),
         "",
     ]
