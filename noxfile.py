@@ -224,7 +224,7 @@ def _make_test_session(name: str) -> None:
         variants = {name: variant} if variant else None
         install_local(session, name, also=tuple(_test_requires_local(name)), variants=variants)
         session.chdir(PACKAGES[name])
-        # The slowest tests, named in every log: where CI's time goes (it is kept under 40 minutes).
+        # The slowest tests, named in every log: where CI's time goes (the target is under 40 minutes).
         command = ["python", "-m", "pytest", "tests", "--durations=15", *session.posargs]
         if _tool_hvd(name).get("tests-in-private-network"):
             command = _in_private_network(session, name, command)
