@@ -7,6 +7,7 @@ import pathlib
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -53,19 +54,69 @@ CASES = {
     "alltoall_grad": (test_autograd.case_alltoall_grad, ()),
     "reducescatter_grad": (test_autograd.case_reducescatter_grad, ()),
     "broadcast_parameters": (test_functions.case_broadcast_parameters, (0,)),
+    "join": (test_collectives.case_join, ()),
 }
+
+
+# The order the shared launch runs them in: join last, as a job ends with it.
+ORDER = sorted(CASES, key=lambda name: (name == "join", name))
+
+
+def _every_case(names: list[str]) -> dict:
+    """Each named case in turn on this rank, as its own launch would run it: {name: its result}.
+
+    One launch for all of them: a launch's cost is mostly its processes importing torch, seconds
+    each on two shared cores. A case that fails ends this rank, naming the case; its peers then
+    stop as they would in a launch of that case alone."""
+    import horovod.torch as hvd
+
+    results = {}
+    for name in names:
+        case, args = CASES[name]
+        try:
+            results[name] = _case_then_barrier(case, *args)
+        except BaseException as error:
+            raise RuntimeError(f"case {name!r} failed on rank {hvd.rank()}: {error!r}") from error
+    return results
+
+
+@pytest.fixture(scope="module")
+def every_case_run() -> Callable[[int], list[dict] | Exception]:
+    """The launch of every case on `np_` processes, made once per size: what each rank returned, or
+    the launch's error."""
+    runs: dict[int, list[dict] | Exception] = {}
+
+    def run(np_: int) -> list[dict] | Exception:
+        if np_ not in runs:
+            try:
+                runs[np_] = processes(_every_case, np_, ORDER)
+            except Exception as error:  # each case's test reports what it means for that case
+                runs[np_] = error
+        return runs[np_]
+
+    return run
+
+
+def case_result(run: list[dict] | Exception, name: str) -> list | None:
+    """The results of case `name` on every rank. When the launch failed: fails the test if this
+    case is the one that failed, or came after it (it never ran); None if it came before (every rank
+    passed the barrier after it)."""
+    if isinstance(run, Exception):
+        failed = re.search(r"case '([a-z_]+)' failed", str(run))
+        if failed is None or failed.group(1) == name:
+            pytest.fail(f"case {name!r} did not complete: {run}")
+        if ORDER.index(failed.group(1)) < ORDER.index(name):
+            pytest.fail(f"case {name!r} did not run: case {failed.group(1)!r} failed before it ({run})")
+        return None
+    return [ranks_results[name] for ranks_results in run]
 
 
 @pytest.mark.parametrize("np_", [2, 3])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_case_in_processes(name: str, np_: int) -> None:
-    case, args = CASES[name]
-    processes(case, np_, *args)
-
-
-@pytest.mark.parametrize("np_", [2, 3])
-def test_join_in_processes(np_: int) -> None:
-    assert processes(test_collectives.case_join, np_) == [np_ - 1] * np_
+def test_case_in_processes(every_case_run: Callable[[int], list[dict] | Exception], name: str, np_: int) -> None:
+    results = case_result(every_case_run(np_), name)
+    if name == "join" and results is not None:  # the last rank to join is the highest
+        assert results == [np_ - 1] * np_
 
 
 @pytest.mark.parametrize("np_", [2, 3])
