@@ -7,7 +7,6 @@ import pathlib
 import re
 import subprocess
 import sys
-from collections.abc import Callable
 
 import pytest
 import torch
@@ -17,6 +16,7 @@ import test_autograd
 import test_collectives
 import test_functions
 import test_optimizer
+from horovod.common.testing import batch
 
 ROOT = pathlib.Path(os.environ.get("HVD_REPO_ROOT", pathlib.Path(__file__).resolve().parents[3]))
 RANK_ENV = {"HOROVOD_CPU_OPERATIONS": "gloo", "OMP_NUM_THREADS": "1"}
@@ -54,80 +54,47 @@ CASES = {
     "alltoall_grad": (test_autograd.case_alltoall_grad, ()),
     "reducescatter_grad": (test_autograd.case_reducescatter_grad, ()),
     "broadcast_parameters": (test_functions.case_broadcast_parameters, (0,)),
+    "optimizer_sgd": (test_optimizer.case_train, ({"optimizer": "sgd"},)),
     "join": (test_collectives.case_join, ()),
 }
 
 
-# The order the shared launch runs them in: join last, as a job ends with it.
-ORDER = sorted(CASES, key=lambda name: (name == "join", name))
+# Every case of one rank count runs in one launch (hvd-core's batch kit): a launch's cost is mostly
+# its ranks importing torch. Each case is still a test of its own, failing with each rank's
+# traceback. A case that fails on one rank part-way leaves its peers in a collective it never
+# submits: the stall shutdown turns that into an error on every rank instead of a hang.
+BATCH_ENV = {**RANK_ENV, "HOROVOD_STALL_CHECK_TIME_SECONDS": "10", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "30"}
 
 
-def _every_case(names: list[str]) -> dict:
-    """Each named case in turn on this rank, as its own launch would run it: {name: its result}.
-
-    One launch for all of them: a launch's cost is mostly its processes importing torch, seconds
-    each on two shared cores. A case that fails ends this rank, naming the case; its peers then
-    stop as they would in a launch of that case alone."""
-    import horovod.torch as hvd
-
-    results = {}
-    for name in names:
-        case, args = CASES[name]
-        try:
-            results[name] = _case_then_barrier(case, *args)
-        except BaseException as error:
-            raise RuntimeError(f"case {name!r} failed on rank {hvd.rank()}: {error!r}") from error
-    return results
+@pytest.fixture(scope="module", params=[2, 3], ids=lambda np_: f"np{np_}")
+def outcomes(request: pytest.FixtureRequest) -> batch.Outcomes:
+    selected = {item.callspec.params.get("name") for item in request.session.items if hasattr(item, "callspec")}
+    calls = [(name, case, args) for name, (case, args) in CASES.items() if name in selected]  # join last
+    return batch.run_batch(calls, request.param, BATCH_ENV)
 
 
-@pytest.fixture(scope="module")
-def every_case_run() -> Callable[[int], list[dict] | Exception]:
-    """The launch of every case on `np_` processes, made once per size: what each rank returned, or
-    the launch's error."""
-    runs: dict[int, list[dict] | Exception] = {}
-
-    def run(np_: int) -> list[dict] | Exception:
-        if np_ not in runs:
-            try:
-                runs[np_] = processes(_every_case, np_, ORDER)
-            except Exception as error:  # each case's test reports what it means for that case
-                runs[np_] = error
-        return runs[np_]
-
-    return run
+def check_join(results: list) -> None:
+    assert results == [len(results) - 1] * len(results)  # the last rank to join is the highest
 
 
-def case_result(run: list[dict] | Exception, name: str) -> list | None:
-    """The results of case `name` on every rank. When the launch failed: fails the test if this
-    case is the one that failed, or came after it (it never ran); None if it came before (every rank
-    passed the barrier after it)."""
-    if isinstance(run, Exception):
-        failed = re.search(r"case '([a-z_]+)' failed", str(run))
-        if failed is None or failed.group(1) == name:
-            pytest.fail(f"case {name!r} did not complete: {run}")
-        if ORDER.index(failed.group(1)) < ORDER.index(name):
-            pytest.fail(f"case {name!r} did not run: case {failed.group(1)!r} failed before it ({run})")
-        return None
-    return [ranks_results[name] for ranks_results in run]
-
-
-@pytest.mark.parametrize("np_", [2, 3])
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_case_in_processes(every_case_run: Callable[[int], list[dict] | Exception], name: str, np_: int) -> None:
-    results = case_result(every_case_run(np_), name)
-    if name == "join" and results is not None:  # the last rank to join is the highest
-        assert results == [np_ - 1] * np_
-
-
-@pytest.mark.parametrize("np_", [2, 3])
-def test_optimizer_matches_single_process_training(np_: int) -> None:
-    config = {"optimizer": "sgd"}
-    results = processes(test_optimizer.case_train, np_, config)
+def check_optimizer(results: list) -> None:
+    """Every rank holds the parameters of single-process training on the whole batch."""
     for other in results[1:]:
         for a, b in zip(results[0], other, strict=True):
             assert torch.equal(a, b), "ranks hold different parameters"
-    for got, want in zip(results[0], test_optimizer.reference(np_, config), strict=True):
+    for got, want in zip(results[0], test_optimizer.reference(len(results), {"optimizer": "sgd"}), strict=True):
         assert torch.allclose(got, want, atol=1e-10, rtol=0), (got - want).abs().max()
+
+
+#: What a case's results must satisfy, beyond it succeeding on every rank.
+CHECKS = {"join": check_join, "optimizer_sgd": check_optimizer}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_case_in_processes(outcomes: batch.Outcomes, name: str) -> None:
+    results = outcomes.check(name)
+    if name in CHECKS:
+        CHECKS[name](results)
 
 
 def test_digits_example_through_horovodrun() -> None:
