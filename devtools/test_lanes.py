@@ -1,0 +1,132 @@
+"""`./dev test` without arguments: every default nox session, each lane of them at once.
+
+    python devtools/test_lanes.py NOX NOXFILE     (run by ./dev, with the tools' nox)
+
+The noxfile gives every default session one lane (its ``LANES``, as a ``lane-N`` tag). Each lane is
+one ``nox -t lane-N`` process running its sessions in turn, and the lanes run side by side: one lane
+alone leaves a core idle half the time on a 2-core machine, while its tests wait on timeouts,
+sockets, the JVM or ssh. Their output is interleaved line by line, each line marked with its lane
+and the minutes since the start. The run ends with each lane's outcome, and fails if any lane
+failed. Interrupted (Ctrl-C, SIGTERM), it passes the signal on to every lane's process group and
+ends them, so that no session goes on running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from types import FrameType
+from typing import IO
+
+LANE_TAG = "lane-"
+# After passing an interruption on, how long the lanes get to end their sessions (tests tear down
+# network namespaces, Spark, Ray) before they are killed.
+STOP_GRACE_S = 60.0
+
+
+def sessions_by_lane(nox: str, noxfile: str) -> dict[str, list[str]]:
+    """{lane tag: its sessions}, from ``nox --list --json``; every listed session must have one lane."""
+    listing = subprocess.run([nox, "-f", noxfile, "--list", "--json"], check=True, capture_output=True, text=True)
+    lanes: dict[str, list[str]] = {}
+    for session in json.loads(listing.stdout):
+        tags = [tag for tag in session["tags"] if tag.startswith(LANE_TAG)]
+        if len(tags) != 1:
+            raise SystemExit(
+                f"test_lanes: session {session['session']!r} has lanes {tags}: every default session needs "
+                "exactly one (LANES in noxfile.py)"
+            )
+        lanes.setdefault(tags[0], []).append(session["session"])
+    return dict(sorted(lanes.items()))
+
+
+class Lanes:
+    """The lanes' nox processes, their output copied to ours, and their end."""
+
+    def __init__(self, nox: str, noxfile: str, lanes: list[str]) -> None:
+        self.start = time.monotonic()
+        self.print_lock = threading.Lock()
+        self.processes: dict[str, subprocess.Popen[str]] = {}
+        self.readers: list[threading.Thread] = []
+        for lane in lanes:
+            process = subprocess.Popen(
+                [nox, "-f", noxfile, "-t", lane],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                start_new_session=True,  # its own process group: an interruption reaches all of it
+            )
+            self.processes[lane] = process
+            assert process.stdout is not None
+            reader = threading.Thread(target=self._copy, args=(lane, process.stdout), daemon=True)
+            reader.start()
+            self.readers.append(reader)
+
+    def _stamp(self) -> str:
+        minutes, seconds = divmod(int(time.monotonic() - self.start), 60)
+        return f"{minutes:3d}:{seconds:02d}"
+
+    def _copy(self, lane: str, stream: IO[str]) -> None:
+        for line in stream:
+            with self.print_lock:
+                sys.stdout.write(f"[{lane} {self._stamp()}] {line}")
+                sys.stdout.flush()
+
+    def wait(self) -> dict[str, tuple[int, str]]:
+        """Waits for every lane: {lane: (exit status, when it ended)}."""
+        ended: dict[str, tuple[int, str]] = {}
+        while len(ended) < len(self.processes):
+            for lane, process in self.processes.items():
+                if lane not in ended and process.poll() is not None:
+                    ended[lane] = (process.returncode, self._stamp())
+            time.sleep(0.5)
+        for reader in self.readers:
+            reader.join(timeout=5)
+        return ended
+
+    def stop(self, signum: int) -> None:
+        """Passes `signum` on to every lane still running, then kills what is left after the grace."""
+        for process in self.processes.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signum)
+        deadline = time.monotonic() + STOP_GRACE_S
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    nox, noxfile = argv
+    lanes = sessions_by_lane(nox, noxfile)
+    for lane, sessions in lanes.items():
+        print(f"{lane}: {', '.join(sessions)}", flush=True)
+    running = Lanes(nox, noxfile, list(lanes))
+
+    def interrupted(signum: int, frame: FrameType | None) -> None:
+        print(f"test_lanes: {signal.Signals(signum).name}: stopping every lane", file=sys.stderr, flush=True)
+        running.stop(signum)
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGINT, interrupted)
+    signal.signal(signal.SIGTERM, interrupted)
+    ended = running.wait()
+    failed = [lane for lane, (status, _) in ended.items() if status != 0]
+    for lane, (status, at) in ended.items():
+        outcome = "passed" if status == 0 else f"FAILED (nox exited with {status})"
+        print(f"{lane} {outcome} at {at.strip()}: {', '.join(lanes[lane])}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
