@@ -56,9 +56,9 @@ BUILD_TOOLS = ["hatchling>=1.26", "scikit-build-core[hatchling]>=0.11", "nanobin
 # `./dev test` runs every session in two lanes at once (devtools/test_lanes.py): a fresh-clone run
 # in one lane kept one of this machine's 2 cores busy on average (50 CPU-minutes in 51 minutes), the
 # tests waiting much of the time (on timeouts they test, sockets, the JVM, ssh, pip); two lanes took
-# 36 minutes. The lanes are balanced by each session's time
-# in that run (seconds in the comments); a lane runs its sessions in this file's order. Every
-# default session is in exactly one lane (a session missing here fails the noxfile's loading).
+# 35 to 36 minutes. The lanes are balanced by each session's time in the one-lane run (seconds in the
+# comments); a lane runs its sessions in this file's order. Every default session is in exactly one
+# lane (a session missing here fails the noxfile's loading).
 LANES = {
     "tests-hvd-backend-mpi": 1,  # 100, both MPIs
     "tests-hvd-core": 1,  # 48

@@ -12,6 +12,7 @@ import pathlib
 import pytest
 
 import cases_keras as cases
+from horovod.common.testing import batch
 from keras_testutil import Call, Outcomes, run_batch
 
 JOBS = [("tensorflow", 2), ("tensorflow", 3), ("torch", 2)]
@@ -37,7 +38,7 @@ KEYS = [key for key, _, _ in calls("")]
 def outcomes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Outcomes:
     backend, np_ = request.param
     directory = str(tmp_path_factory.mktemp(f"{backend}{np_}"))
-    selected = {item.callspec.params.get("key") for item in request.session.items if hasattr(item, "callspec")}
+    selected = batch.selected(request)
     return run_batch([c for c in calls(directory) if c[0] in selected], np_, backend)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from horovod.common.testing import batch
 from horovod.common.testing.batch import Call, Outcomes
 from mx_testutil import run_batch
 
@@ -216,7 +217,7 @@ def calls() -> list[Call]:
 @pytest.fixture(scope="module", params=[2, 3], ids=lambda np_: f"np{np_}")
 def outcomes(request: pytest.FixtureRequest) -> tuple[int, Outcomes]:
     np_ = request.param
-    selected = {item.callspec.params.get("key") for item in request.session.items if hasattr(item, "callspec")}
+    selected = batch.selected(request)
     return np_, run_batch([c for c in calls() if c[0] in selected], np_)
 
 

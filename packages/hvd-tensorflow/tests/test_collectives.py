@@ -11,6 +11,7 @@ import pytest
 
 import cases_collectives as collectives
 import cases_training as training
+from horovod.common.testing import batch
 from tf_testutil import MODES, Call, Outcomes, run_batch
 
 NP = [2, 3]
@@ -54,7 +55,7 @@ CALLS: list[Call] = [
 @pytest.fixture(scope="module", params=NP, ids=lambda n: f"np{n}")
 def outcomes(request: pytest.FixtureRequest) -> Outcomes:
     # Only the calls whose tests were selected (pytest -k), in their order here.
-    selected = {item.callspec.params.get("key") for item in request.session.items if hasattr(item, "callspec")}
+    selected = batch.selected(request)
     return run_batch([call for call in CALLS if call[0] in selected], request.param)
 
 

@@ -68,7 +68,7 @@ BATCH_ENV = {**RANK_ENV, "HOROVOD_STALL_CHECK_TIME_SECONDS": "10", "HOROVOD_STAL
 
 @pytest.fixture(scope="module", params=[2, 3], ids=lambda np_: f"np{np_}")
 def outcomes(request: pytest.FixtureRequest) -> batch.Outcomes:
-    selected = {item.callspec.params.get("name") for item in request.session.items if hasattr(item, "callspec")}
+    selected = batch.selected(request, "name")
     calls = [(name, case, args) for name, (case, args) in CASES.items() if name in selected]  # join last
     return batch.run_batch(calls, request.param, BATCH_ENV)
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the kit runs where pytest does, but does not import it
+    import pytest
 
 #: One call of a batch: (key, case, arguments). The case runs on every rank.
 Call = tuple[str, Callable[..., Any], tuple[Any, ...]]
@@ -28,6 +31,12 @@ class Outcomes:
         failures = [f"rank {r}:\n{out[key][1]}" for r, out in enumerate(self.per_rank) if out[key][0] != "ok"]
         assert not failures, f"{key} failed\n" + "\n".join(failures)
         return [outcome[key][1] for outcome in self.per_rank]
+
+
+def selected(request: pytest.FixtureRequest, param: str = "key") -> set[Any]:
+    """The values that parameter ``param`` takes in the tests this pytest run selected (``-k``, node
+    ids): a batch fixture runs only the calls whose tests will be reported."""
+    return {item.callspec.params.get(param) for item in request.session.items if hasattr(item, "callspec")}
 
 
 def run_batch(
