@@ -35,6 +35,11 @@ const hvd_backend_ext_v1 kExtensions = {
     sizeof(hvd_backend_ext_v1),
     0,  // reserved
     hvd_gloo::AllreduceBuffers,
+    hvd_gloo::EagerOpen,
+    hvd_gloo::EagerSend,
+    hvd_gloo::EagerWaitSent,
+    hvd_gloo::EagerReceive,
+    hvd_gloo::EagerRelease,
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <gloo/transport/device.h>
 
 #include "horovod/hvd_backend.h"
+#include "tcp/eager.h"
 #include "transport.h"
 
 struct hvd_comm {
@@ -27,6 +28,8 @@ struct hvd_comm {
   // What carries the collectives, chosen once at creation (transport.h). Declared after the
   // context, so destroyed first: the TCP transport works on the context until it is gone.
   std::unique_ptr<hvd_gloo::Transport> transport;
+  // Eager messages' space and buffers (tcp/eager.h), once opened; they hold the context alive.
+  std::unique_ptr<hvd_gloo::EagerSpace> eager;
 
   std::string last_error;
   // After a collective fails (Gloo threw, or a peer on shared memory was lost or out of step), the

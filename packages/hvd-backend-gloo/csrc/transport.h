@@ -32,6 +32,8 @@ class Transport {
 
   // What hvd_gloo_transport reports: "local", "shared memory" or "tcp".
   virtual const char* name() const = 0;
+  // Whether the collectives cross a network, where sending data ahead pays (tcp/eager.h).
+  virtual bool OverNetwork() const { return false; }
 
   // The collectives of the ABI (horovod/hvd_backend.h), with its contracts. collectives.cc calls
   // them inside Guarded() (errors.h), once the arguments are checked and empty allreduces,

@@ -230,3 +230,72 @@ def test_multi_buffer_allreduce_refuses_to_scale_bool_and_accepts_no_buffers() -
         assert comm.allreduce_buffers([], "float32", _abi.SUM, 0.5) == _abi.OK, comm.last_error
 
     _abi.run_members(2, member)
+
+
+def test_eager_messages_are_opened_over_tcp_only(transport: str) -> None:
+    def member(comm: _abi.Comm) -> int:
+        return comm.eager_open(1 << 20)
+
+    expected = _abi.OK if transport == "tcp" else _abi.UNSUPPORTED
+    assert _abi.run_members(2, member) == [expected] * 2
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_eager_messages_reach_every_peer_and_their_space_is_reused(size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each round every member sends each peer a message before the peers ask for it; the next
+    # round's messages go out before the peers have released this round's (they wait in Gloo until
+    # the receive is posted again). Messages shorter than the space, and as long as it.
+    monkeypatch.setenv("HOROVOD_GLOO_SHARED_MEMORY", "0")
+    space = 256 * 1024
+
+    def message(sender: int, receiver: int, round_: int) -> np.ndarray:
+        length = space if round_ % 2 else 1000 + 10 * sender + receiver
+        return (np.arange(length, dtype=np.int64) * 31 + 7 * sender + 3 * receiver + round_).astype(np.uint8)
+
+    def member(comm: _abi.Comm) -> None:
+        me, peers = comm.rank, [p for p in range(comm.size) if p != comm.rank]
+        assert comm.eager_open(space) == _abi.OK, comm.last_error
+        outgoing = {}
+        for round_ in range(4):
+            for p in peers:
+                outgoing[p] = message(me, p, round_)
+                assert comm.eager_send(outgoing[p], p) == _abi.OK, comm.last_error
+            for p in peers:
+                expected = message(p, me, round_)
+                rc, got = comm.eager_receive(p, expected.nbytes)
+                assert rc == _abi.OK, comm.last_error
+                assert got == expected.tobytes(), (me, p, round_)
+                assert comm.eager_receive(p, 8) == (_abi.OK, got[:8])  # again: the same message
+                assert comm.eager_release(p) == _abi.OK, comm.last_error
+            for p in peers:
+                assert comm.eager_wait_sent(p) == _abi.OK, comm.last_error
+        assert comm.barrier() == _abi.OK, comm.last_error
+
+    _abi.run_members(size, member)
+
+
+def test_eager_misuse_is_refused_with_what_is_wrong(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOROVOD_GLOO_SHARED_MEMORY", "0")
+
+    def member(comm: _abi.Comm) -> None:
+        peer = 1 - comm.rank
+        small = np.ones(16, np.uint8)
+        assert comm.eager_send(small, peer) == _abi.INVALID_ARGUMENT
+        assert "not opened" in comm.last_error
+        assert comm.eager_open(1024) == _abi.OK, comm.last_error
+        assert comm.eager_open(1024) == _abi.INVALID_ARGUMENT and "already open" in comm.last_error
+        assert comm.eager_send(np.ones(1025, np.uint8), peer) == _abi.INVALID_ARGUMENT
+        assert "1025 bytes" in comm.last_error and "1 to 1024 bytes" in comm.last_error
+        assert comm.eager_send(small, comm.rank) == _abi.INVALID_ARGUMENT and "not another member" in comm.last_error
+        assert comm.eager_release(peer) == _abi.INVALID_ARGUMENT and "no message" in comm.last_error
+        assert comm.eager_send(small, peer) == _abi.OK, comm.last_error
+        assert comm.eager_send(small, peer) == _abi.INVALID_ARGUMENT and "still in flight" in comm.last_error
+        assert comm.eager_wait_sent(peer) == _abi.OK, comm.last_error
+        assert comm.eager_receive(peer, 16) == (_abi.OK, small.tobytes())
+        assert comm.eager_release(peer) == _abi.OK, comm.last_error
+        # None of the refusals broke the communicator.
+        buf = np.full(4, comm.rank, np.int32)
+        assert comm.allreduce(buf, buf, "int32", _abi.SUM) == _abi.OK, comm.last_error
+        assert buf.tolist() == [1] * 4
+
+    _abi.run_members(2, member)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import horovod
+from horovod.common.testing import cases
 from horovod.common.testing.conformance import BackendConformance
 
 
@@ -22,6 +23,14 @@ class TestGlooConformanceProcesses(BackendConformance):
     def run(self, case: Callable[..., Any], np: int, *args: Any, env: Mapping[str, str] | None = None) -> list:
         ranks_env = {"HOROVOD_CPU_OPERATIONS": "gloo", "OMP_NUM_THREADS": "1", **self.transport_env, **(env or {})}
         return horovod.run(case, args=args, np=np, env=ranks_env, start_timeout=int(self.timeout))
+
+    def test_cached_ops_sent_ahead(self) -> None:
+        # Over TCP each rank sends ahead the second and third calls of the broadcast it is the root
+        # of and of the alltoall; through shared memory nothing goes ahead.
+        over_tcp = self.transport_env.get("HOROVOD_GLOO_SHARED_MEMORY") == "0"
+        for np in self.world_sizes:
+            stats = self.run(cases.case_cached_ops_sent_ahead, np)
+            assert [s["eager_sends"] for s in stats] == [4 if over_tcp else 0] * np, stats
 
 
 class TestGlooConformanceProcessesOverTcp(TestGlooConformanceProcesses):

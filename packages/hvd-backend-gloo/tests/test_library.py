@@ -28,12 +28,13 @@ def test_entry_point_registers_the_default_cpu_backend() -> None:
     assert plugins.default_backend("cpu").name == "gloo"
 
 
-def test_the_engine_finds_the_multi_buffer_allreduce() -> None:
-    # hvd_backend_ext_v1: the engine reduces fused tensors and averages through it, in place of its
-    # fusion buffer and scaling pass.
+def test_the_engine_finds_the_extensions() -> None:
+    # hvd_backend_ext_v1: the engine reduces fused tensors and averages through the multi-buffer
+    # allreduce, in place of its fusion buffer and scaling pass, and sends cached broadcasts' and
+    # alltoalls' data ahead of negotiation through the eager messages.
     from horovod.common.testing.probes import load_backend
 
-    assert load_backend(library_path()).extensions == ["allreduce_buffers"]
+    assert load_backend(library_path()).extensions == ["allreduce_buffers", "eager"]
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads /proc/self/maps")

@@ -630,7 +630,8 @@ def test_small_repeated_broadcasts_complete_inside_negotiation() -> None:
     for rank, s in enumerate(stats):
         # The first round of each name goes through the coordinator; later ones of "b", "i" and "p" inline.
         assert s["inline_broadcasts"] == 4 * 2 + (4 if rank else 0), (rank, s)
-        assert s["backend_calls"]["broadcast"] == 5 + 2 + (1 if rank else 0), (rank, s)  # "big" every time
+        # "big" once: its later calls go ahead of negotiation (test_eager.py).
+        assert s["backend_calls"]["broadcast"] == 1 + 2 + (1 if rank else 0), (rank, s)
 
 
 def test_inline_broadcasts_and_allreduces_of_one_cycle_share_the_records() -> None:
@@ -727,7 +728,7 @@ def test_the_inline_space_grows_to_fit_repeated_ops_a_little_larger() -> None:
             "inline_reductions": 4,
             "inline_broadcasts": 5,
             "allreduce_calls": 2,
-            "broadcast_calls": 1 + 6,  # "large" every time
+            "broadcast_calls": 1 + 1,  # "large" once: its later calls go ahead of negotiation (test_eager.py)
             "grew": True,
             "within_bound": True,
         }, s

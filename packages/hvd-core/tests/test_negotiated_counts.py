@@ -107,7 +107,8 @@ def test_gathered_data_too_large_for_the_records_moves_over_the_backend() -> Non
             s["inline_alltoalls"],
         ]
 
-    env = {"HOROVOD_NEGOTIATION_INLINE_MAX_BYTES": str(64 * 1024)}
+    # Eager messages off: the alltoall's later calls would go ahead of negotiation (test_eager.py).
+    env = {"HOROVOD_NEGOTIATION_INLINE_MAX_BYTES": str(64 * 1024), "HOROVOD_NEGOTIATION_EAGER_BYTES": "0"}
     assert run_cluster(case, 3, env=env) == [[4, 4, 0, 0]] * 3
 
 

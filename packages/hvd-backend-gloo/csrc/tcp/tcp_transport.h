@@ -21,6 +21,7 @@ class TcpTransport final : public Transport {
   explicit TcpTransport(hvd_comm* comm) : comm_(comm) {}
 
   const char* name() const override { return "tcp"; }
+  bool OverNetwork() const override { return true; }
 
   void Allreduce(const void* sendbuf, void* recvbuf, size_t count, hvd_dtype dtype, hvd_reduce_op op) override;
   void AllreduceBuffers(const hvd_common::BufferList& buffers, hvd_dtype dtype, hvd_reduce_op op,

@@ -55,6 +55,20 @@ Status Backend::Load(const std::string& path, std::shared_ptr<Backend>* out) {
     const hvd_backend_ext_v1* ext = get_ext();
     if (ext && ext->struct_size >= offsetof(hvd_backend_ext_v1, allreduce_buffers) + sizeof ext->allreduce_buffers)
       backend->allreduce_buffers_ = ext->allreduce_buffers;
+    if (ext && ext->struct_size >= offsetof(hvd_backend_ext_v1, eager_release) + sizeof ext->eager_release) {
+      const bool all =
+          ext->eager_open && ext->eager_send && ext->eager_wait_sent && ext->eager_receive && ext->eager_release;
+      const bool none =
+          !ext->eager_open && !ext->eager_send && !ext->eager_wait_sent && !ext->eager_receive && !ext->eager_release;
+      if (!all && !none) {
+        return Status::InvalidArgument("backend '" + name + "' (" + path +
+                                       ") implements some of the eager message functions but not all five");
+      }
+      if (all) {
+        backend->eager_ = {ext->eager_open, ext->eager_send, ext->eager_wait_sent, ext->eager_receive,
+                           ext->eager_release};
+      }
+    }
   }
   backend->path_ = path;
   *out = std::move(backend);
@@ -111,5 +125,19 @@ Status Comm::Reducescatter(const void* send, void* recv, const std::vector<size_
   return Check(backend_->api()->reducescatter(handle_, send, recv, counts.data(), dtype, op), "reducescatter");
 }
 Status Comm::Barrier() { return Check(backend_->api()->barrier(handle_), "barrier"); }
+
+Status Comm::EagerOpen(size_t bytes, bool* opened) {
+  const int rc = backend_->eager_.open(handle_, bytes);
+  *opened = rc == HVD_OK;
+  return rc == HVD_ERR_UNSUPPORTED ? Status::Ok() : Check(rc, "eager open");
+}
+Status Comm::EagerSend(int32_t peer, const void* buf, size_t bytes) {
+  return Check(backend_->eager_.send(handle_, peer, buf, bytes), "eager send");
+}
+Status Comm::EagerWaitSent(int32_t peer) { return Check(backend_->eager_.wait_sent(handle_, peer), "eager send"); }
+Status Comm::EagerReceive(int32_t peer, const void** data) {
+  return Check(backend_->eager_.receive(handle_, peer, data), "eager receive");
+}
+Status Comm::EagerRelease(int32_t peer) { return Check(backend_->eager_.release(handle_, peer), "eager receive"); }
 
 }  // namespace hvdcore

@@ -19,6 +19,8 @@ class Backend {
   const hvd_backend_v1* api() const { return api_; }
   // Whether the backend reduces several buffers, scaled, in one call (hvd_backend_ext_v1).
   bool has_allreduce_buffers() const { return allreduce_buffers_ != nullptr; }
+  // Whether the backend sends eager messages (hvd_backend_ext_v1's eager_* functions).
+  bool has_eager() const { return eager_.open != nullptr; }
   const std::string& path() const { return path_; }
   std::string name() const { return api_->name ? api_->name : "?"; }
 
@@ -26,6 +28,13 @@ class Backend {
   friend class Comm;
   const hvd_backend_v1* api_ = nullptr;
   decltype(hvd_backend_ext_v1::allreduce_buffers) allreduce_buffers_ = nullptr;
+  struct Eager {
+    decltype(hvd_backend_ext_v1::eager_open) open = nullptr;
+    decltype(hvd_backend_ext_v1::eager_send) send = nullptr;
+    decltype(hvd_backend_ext_v1::eager_wait_sent) wait_sent = nullptr;
+    decltype(hvd_backend_ext_v1::eager_receive) receive = nullptr;
+    decltype(hvd_backend_ext_v1::eager_release) release = nullptr;
+  } eager_;
   std::string path_;
 };
 
@@ -57,6 +66,15 @@ class Comm {
   Status Reducescatter(const void* send, void* recv, const std::vector<size_t>& counts, hvd_dtype dtype,
                        hvd_reduce_op op);
   Status Barrier();
+
+  // Eager messages (hvd_backend_ext_v1 says what each does), only where backend().has_eager().
+  // EagerOpen sets *opened to false, and does nothing else, where the backend has no use for them
+  // on this communicator (on every member alike).
+  Status EagerOpen(size_t bytes, bool* opened);
+  Status EagerSend(int32_t peer, const void* buf, size_t bytes);
+  Status EagerWaitSent(int32_t peer);
+  Status EagerReceive(int32_t peer, const void** data);
+  Status EagerRelease(int32_t peer);
 
  private:
   Status Check(int rc, const char* what) const;

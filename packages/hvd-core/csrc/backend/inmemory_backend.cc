@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -54,6 +55,11 @@ struct Group {
   int members_joined = 0;
   std::vector<Slot> slots;
   std::vector<uint64_t> arrivals;  // per member: generation it last arrived at, to name the missing
+  // Eager messages (hvd_backend_ext_v1): mail[to * size + from], copied in when sent. The engine
+  // sends a peer its next message before that peer has released the last (a transport keeps it
+  // until the receive is posted again), never more than that.
+  size_t eager_bytes = 0;
+  std::vector<std::deque<std::vector<uint8_t>>> mail;
   bool broken = false;
   std::string broken_reason;
 };
@@ -298,6 +304,65 @@ int Barrier(hvd_comm* c) {
   return rc != HVD_OK ? rc : Arrive(c, "barrier");
 }
 
+int EagerOpen(hvd_comm* c, size_t bytes) {
+  Group& g = *c->group;
+  std::lock_guard<std::mutex> lk(g.mu);
+  if (g.mail.empty()) g.mail.resize((size_t)g.size * g.size);
+  g.eager_bytes = bytes;
+  return HVD_OK;
+}
+
+int CheckPeer(hvd_comm* c, int32_t peer, const char* what) {
+  if (peer >= 0 && peer < c->group->size && peer != c->rank) return HVD_OK;
+  return Fail(c, HVD_ERR_INVALID_ARGUMENT,
+              std::string("in-memory ") + what + ": " + std::to_string(peer) + " is not a peer of rank " +
+                  std::to_string(c->rank));
+}
+
+int EagerSend(hvd_comm* c, int32_t peer, const void* buf, size_t bytes) {
+  if (int rc = CheckPeer(c, peer, "eager send")) return rc;
+  Group& g = *c->group;
+  std::lock_guard<std::mutex> lk(g.mu);
+  auto& box = g.mail[(size_t)peer * g.size + c->rank];
+  if (bytes == 0 || bytes > g.eager_bytes || box.size() >= 2) {
+    return Fail(c, HVD_ERR_INVALID_ARGUMENT,
+                "in-memory eager send from rank " + std::to_string(c->rank) + " to rank " + std::to_string(peer) +
+                    ": " + std::to_string(bytes) + " bytes with " + std::to_string(box.size()) +
+                    " messages not yet released (at most " + std::to_string(g.eager_bytes) + " bytes and 1 message)");
+  }
+  const uint8_t* data = static_cast<const uint8_t*>(buf);
+  box.emplace_back(data, data + bytes);
+  g.cv.notify_all();
+  return HVD_OK;
+}
+
+int EagerWaitSent(hvd_comm* c, int32_t peer) { return CheckPeer(c, peer, "eager wait"); }  // copied when sent
+
+int EagerReceive(hvd_comm* c, int32_t peer, const void** data) {
+  if (int rc = CheckPeer(c, peer, "eager receive")) return rc;
+  Group& g = *c->group;
+  std::unique_lock<std::mutex> lk(g.mu);
+  auto& box = g.mail[(size_t)c->rank * g.size + peer];
+  if (!g.cv.wait_for(lk, std::chrono::milliseconds(c->timeout_ms), [&] { return !box.empty() || g.broken; })) {
+    return Fail(c, HVD_ERR_TIMEOUT,
+                "in-memory eager receive on rank " + std::to_string(c->rank) + " timed out waiting for rank " +
+                    std::to_string(peer));
+  }
+  if (box.empty()) return Fail(c, HVD_ERR_PEER_LOST, g.broken_reason);
+  *data = box.front().data();
+  return HVD_OK;
+}
+
+int EagerRelease(hvd_comm* c, int32_t peer) {
+  if (int rc = CheckPeer(c, peer, "eager release")) return rc;
+  Group& g = *c->group;
+  std::lock_guard<std::mutex> lk(g.mu);
+  auto& box = g.mail[(size_t)c->rank * g.size + peer];
+  if (box.empty()) return Fail(c, HVD_ERR_INVALID_ARGUMENT, "in-memory eager release without a message");
+  box.pop_front();
+  return HVD_OK;
+}
+
 const hvd_backend_v1 kInMemoryBackend = {
     HVD_BACKEND_ABI_VERSION,
     sizeof(hvd_backend_v1),
@@ -321,4 +386,10 @@ const hvd_backend_v1 kInMemoryBackend = {
 
 }  // namespace
 
+const hvd_backend_ext_v1 kInMemoryExtensions = {
+    sizeof(hvd_backend_ext_v1), 0, nullptr, EagerOpen, EagerSend, EagerWaitSent, EagerReceive, EagerRelease,
+};
+
 extern "C" HVD_BACKEND_EXPORT const hvd_backend_v1* hvd_backend_v1_get(void) { return &kInMemoryBackend; }
+
+extern "C" HVD_BACKEND_EXPORT const hvd_backend_ext_v1* hvd_backend_ext_v1_get(void) { return &kInMemoryExtensions; }

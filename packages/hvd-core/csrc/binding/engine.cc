@@ -97,6 +97,8 @@ void BindEngine(nb::module_& m) {
         d["inline_allgathers"] = n.inline_allgathers.load();
         d["inline_alltoalls"] = n.inline_alltoalls.load();
         d["inline_space"] = n.inline_space.load();
+        d["eager_sends"] = n.eager_sends.load();
+        d["eager_drops"] = n.eager_drops.load();
         d["tensors"] = x.tensors.load();
         d["fused_batches"] = x.fused_batches.load();
         d["declined_buffer_calls"] = x.declined_buffer_calls.load();

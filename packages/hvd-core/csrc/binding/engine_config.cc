@@ -18,6 +18,7 @@ void BindEngineConfig(nb::module_& m) {
       .def_rw("cache_capacity", &EngineConfig::cache_capacity)
       .def_rw("inline_bytes", &EngineConfig::inline_bytes)
       .def_rw("inline_max_bytes", &EngineConfig::inline_max_bytes)
+      .def_rw("eager_bytes", &EngineConfig::eager_bytes)
       .def_rw("output_pool_bytes", &EngineConfig::output_pool_bytes)
       .def_rw("stall_check_enabled", &EngineConfig::stall_check_enabled)
       .def_rw("stall_check_s", &EngineConfig::stall_check_s)

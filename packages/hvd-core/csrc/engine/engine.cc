@@ -36,7 +36,9 @@ Engine::~Engine() {
 
 Status Engine::Connect(ProcessSet& ps) {
   if (!ps.member()) return Status::Ok();
-  return ConnectRanks(ps.ranks, ps.my_rank, "ps" + std::to_string(ps.id), &ps.comm);
+  Status st = ConnectRanks(ps.ranks, ps.my_rank, "ps" + std::to_string(ps.id), &ps.comm);
+  if (!st.ok()) return st;
+  return ps.eager.Open(ps.comm.get(), (size_t)config_.eager_bytes);
 }
 
 Status Engine::ConnectRanks(const std::vector<int32_t>& ranks, int32_t my_index, const std::string& key,
@@ -83,10 +85,10 @@ Status Engine::CheckConfigAgreement() {
     for (int32_t r : sorted) sets_hash = (sets_hash ^ (uint64_t)(uint32_t)r) * 1099511628211ull;
     sets_hash = (sets_hash ^ 0xFFFFFFFFull) * 1099511628211ull;
   }
-  constexpr int kCount = 7;
+  constexpr int kCount = 8;
   int64_t mine[kCount] = {config_.cache_capacity,    config_.inline_bytes,     config_.dynamic_process_sets ? 1 : 0,
                           (int64_t)(sets_hash >> 1), config_.fusion_threshold, config_.hierarchical_allreduce ? 1 : 0,
-                          config_.inline_max_bytes};
+                          config_.inline_max_bytes,  config_.eager_bytes};
   std::vector<int64_t> all(kCount * (size_t)n);
   Status st = global.comm->Allgatherv(mine, all.data(), std::vector<size_t>(n, kCount), HVD_DTYPE_INT64);
   if (!st.ok()) return st;
@@ -97,7 +99,8 @@ Status Engine::CheckConfigAgreement() {
                                "the static process sets (a hash of their ranks)",
                                "HOROVOD_FUSION_THRESHOLD",
                                "HOROVOD_HIERARCHICAL_ALLREDUCE",
-                               "HOROVOD_NEGOTIATION_INLINE_MAX_BYTES"};
+                               "HOROVOD_NEGOTIATION_INLINE_MAX_BYTES",
+                               "HOROVOD_NEGOTIATION_EAGER_BYTES"};
   for (int k = 0; k < kCount; ++k) {
     for (int32_t r = 0; r < n; ++r) {
       if (all[kCount * r + k] != all[k]) {

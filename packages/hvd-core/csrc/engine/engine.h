@@ -40,6 +40,7 @@ struct EngineConfig {
   int32_t cache_capacity = 1024;
   int64_t inline_bytes = 1024;  // per member and cycle: small cached allreduces and broadcasts travel with negotiation
   int64_t inline_max_bytes = 128 * 1024;  // how much that space may grow by, over all members (inline_space.h)
+  int64_t eager_bytes = 4 << 20;  // the most a member sends a peer ahead of negotiation (negotiation/eager.h)
   int64_t output_pool_bytes = 1ll << 30;  // freed large outputs kept for reuse (core/output_pool.h)
   bool stall_check_enabled = true;
   double stall_check_s = 60.0;

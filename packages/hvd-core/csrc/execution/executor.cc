@@ -435,6 +435,10 @@ Status Executor::Broadcast(ProcessSet& ps, const Response& r, TensorEntry* e) {
     scratch.resize(count * esize);
     buf = scratch.data();
   }
+  if (!r.eager_from.empty()) {  // the root sent its data ahead (negotiation/eager.h)
+    if (ps.my_rank == r.root) return ps.eager.Settle();
+    return ps.eager.Take(r.root, e ? buf : nullptr, count * esize);
+  }
   ++stats_.backend_calls[(int)OpType::kBroadcast];
   return ps.comm->Broadcast(buf, count, r.dtype, r.root);
 }
@@ -457,8 +461,12 @@ Status Executor::Alltoall(ProcessSet& ps, const Response& r, std::unique_ptr<Ten
     total_rows += recv_splits[i];
   }
   auto out = std::make_shared<Buffer>((size_t)(total_rows * row) * esize, output_pool_);
-  ++stats_.backend_calls[(int)OpType::kAlltoall];
-  st = ps.comm->Alltoallv(e ? e->input.data : nullptr, send_counts, out->data(), recv_counts, r.dtype);
+  if (r.eager_from.empty()) {
+    ++stats_.backend_calls[(int)OpType::kAlltoall];
+    st = ps.comm->Alltoallv(e ? e->input.data : nullptr, send_counts, out->data(), recv_counts, r.dtype);
+  } else {
+    st = AlltoallWithEager(ps, r, e.get(), send_counts, recv_counts, out->data());
+  }
   if (!st.ok() || !e) return st;
   e->handle->output = out;
   e->handle->output_dtype = r.dtype;
@@ -466,6 +474,55 @@ Status Executor::Alltoall(ProcessSet& ps, const Response& r, std::unique_ptr<Ten
   e->handle->output_shape[0] = total_rows;
   e->handle->received_splits = recv_splits;
   return st;
+}
+
+// The blocks of members that sent theirs ahead (negotiation/eager.h) are in this member's eager
+// space, and those members send nothing more: the backend call carries only the other members'
+// blocks (none when every member sent ahead, save each member's own block, copied here).
+Status Executor::AlltoallWithEager(ProcessSet& ps, const Response& r, const TensorEntry* e,
+                                   std::vector<size_t> send_counts, std::vector<size_t> recv_counts, uint8_t* out) {
+  const int32_t n = ps.size(), me = ps.my_rank;
+  const size_t esize = hvd::dtype_size(r.dtype);
+  std::vector<bool> ahead(n, false);
+  for (int32_t m : r.eager_from) ahead[m] = true;
+  std::vector<size_t> recv_at(n, 0), send_at(n, 0);  // where each block lies in the output and input, in elements
+  for (int32_t i = 1; i < n; ++i) {
+    recv_at[i] = recv_at[i - 1] + recv_counts[i - 1];
+    send_at[i] = send_at[i - 1] + send_counts[i - 1];
+  }
+  const std::vector<size_t> full_recv = recv_counts;
+  for (int32_t i = 0; i < n; ++i) {
+    if (i == me) continue;
+    if (ahead[me]) send_counts[i] = 0;
+    if (ahead[i]) recv_counts[i] = 0;
+  }
+  const uint8_t* input = e ? static_cast<const uint8_t*>(e->input.data) : nullptr;
+  Status st;
+  if ((int32_t)r.eager_from.size() < n) {
+    // Backends pack blocks by their counts: a member that sent ahead passes its own block as its
+    // first, and the blocks this member receives, packed from the output's start, move to their
+    // places below.
+    const uint8_t* send = input && ahead[me] ? input + send_at[me] * esize : input;
+    ++stats_.backend_calls[(int)OpType::kAlltoall];
+    st = ps.comm->Alltoallv(send, send_counts, out, recv_counts, r.dtype);
+    if (!st.ok()) return st;
+    size_t packed_end = 0;
+    for (size_t c : recv_counts) packed_end += c;
+    for (int32_t i = n - 1; i >= 0; --i) {  // last first: every block moves toward the end
+      if (!recv_counts[i]) continue;
+      packed_end -= recv_counts[i];
+      if (packed_end != recv_at[i])
+        std::memmove(out + recv_at[i] * esize, out + packed_end * esize, recv_counts[i] * esize);
+    }
+  } else if (input && recv_counts[me]) {
+    std::memcpy(out + recv_at[me] * esize, input + send_at[me] * esize, recv_counts[me] * esize);
+  }
+  for (int32_t i = 0; i < n; ++i) {
+    if (i == me || !ahead[i]) continue;
+    st = ps.eager.Take(i, e ? out + recv_at[i] * esize : nullptr, full_recv[i] * esize);
+    if (!st.ok()) return st;
+  }
+  return ahead[me] ? ps.eager.Settle() : Status::Ok();
 }
 
 Status Executor::Reducescatter(ProcessSet& ps, const Response& r, TensorEntry* e) {

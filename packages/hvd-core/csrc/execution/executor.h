@@ -62,6 +62,9 @@ class Executor {
   Status Allgather(ProcessSet& ps, const Response& r, std::unique_ptr<TensorEntry>& e);
   Status Broadcast(ProcessSet& ps, const Response& r, TensorEntry* e);
   Status Alltoall(ProcessSet& ps, const Response& r, std::unique_ptr<TensorEntry>& e);
+  // An alltoall some of whose members sent their blocks ahead of negotiation (r.eager_from).
+  Status AlltoallWithEager(ProcessSet& ps, const Response& r, const TensorEntry* e, std::vector<size_t> send_counts,
+                           std::vector<size_t> recv_counts, uint8_t* out);
   Status Reducescatter(ProcessSet& ps, const Response& r, TensorEntry* e);
 
   const Logger& log_;

@@ -11,7 +11,8 @@ namespace {
 // Layout of a member's step-1 record.
 constexpr size_t kFlagsAt = 0;        // uint8 flags
 constexpr size_t kRequestLenAt = 4;   // uint32: bytes of new requests for the coordinator
-constexpr size_t kBitmapsAt = 8;      // "have", "inline" and "gathered data" bits, one per cache slot
+constexpr size_t kEagerSlotAt = 8;    // int32: the cache slot of this member's eager messages, or -1 (eager.h)
+constexpr size_t kBitmapsAt = 12;     // "have", "inline" and "gathered data" bits, one per cache slot
 constexpr uint8_t kShutdown = 1, kNeedCoordinator = 2, kJoined = 4, kBusy = 8, kFailed = 16;
 
 bool IsCacheableType(OpType t) {
@@ -46,6 +47,34 @@ inline size_t InlineSpan(const Response& r, int32_t set_size) {
 // the length its sizes give (MemberInputBytes). It lies after the member's sizes for that slot when
 // those travelled too.
 inline bool GathersData(OpType type) { return type == OpType::kAllgather || type == OpType::kAlltoall; }
+
+// What this member would send eagerly for its cached `hit` (eager.h): one part per member, its own
+// empty; none when the op does not go that way. A broadcast's root sends its tensor to every peer;
+// an alltoall's member sends each peer its block, when every block for a peer holds data (so that
+// every peer knows it has a message from this member). Each part must fit the peers' space.
+std::vector<EagerChannel::Part> EagerParts(const Response& r, const TensorEntry& e, const std::vector<int64_t>& mine,
+                                           int32_t n, int32_t me, size_t capacity) {
+  std::vector<EagerChannel::Part> parts(n);
+  if (r.type == OpType::kBroadcast) {
+    const size_t bytes = ResponseBytes(r);
+    if (r.root != me || bytes == 0 || bytes > capacity || !e.input.data) return {};
+    for (int32_t p = 0; p < n; ++p)
+      if (p != me) parts[p] = {e.input.data, bytes};
+    return parts;
+  }
+  if (r.type != OpType::kAlltoall || !e.input.data) return {};
+  const size_t row_bytes = (size_t)RowElements(r.shapes[0]) * hvd::dtype_size(r.dtype);
+  size_t offset = 0;
+  for (int32_t p = 0; p < n; ++p) {
+    const size_t bytes = (size_t)mine[p] * row_bytes;
+    if (p != me) {
+      if (bytes == 0 || bytes > capacity) return {};
+      parts[p] = {static_cast<const uint8_t*>(e.input.data) + offset, bytes};
+    }
+    offset += bytes;
+  }
+  return parts;
+}
 
 }  // namespace
 
@@ -140,11 +169,16 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
   std::sort(hits.begin(), hits.end());
   size_t inline_used = 0, data_used = 0;  // inline_used: data and sizes, packed in slot order
   const size_t data_budget = inline_space - sizes_bytes;
+  // A member that joined only answers for tensors it lacks: it sends nothing ahead.
+  const bool may_send_eagerly = ps.eager.capacity() > 0 && !ps.joined;
   for (auto& hit : hits) {
     SetBit(&record[kBitmapsAt], hit.first);
     const Response& r = ps.cache.Get(hit.first);
     const TensorEntry& e = *hit.second;
     const std::vector<int64_t> mine = MemberSizes(e, n);  // empty but for allgathers and alltoalls
+    // Data already sent eagerly never travels again inline, which the space may have grown to.
+    const bool sent_eagerly = ps.eager.sent_slot() == hit.first;
+    bool inlined = false;
     if ((size_t)hit.first < new_sizes.size() && new_sizes[hit.first]) {
       std::memcpy(&record[inline_at + inline_used], mine.data(), mine.size() * sizeof(int64_t));
       SetBit(&record[kBitmapsAt + bitmap], hit.first);
@@ -153,18 +187,18 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
     if (GathersData(r.type)) {
       const size_t bytes = MemberInputBytes(r, mine.data(), n);
       const size_t held = e.input.data ? (size_t)e.input.num_elements() * hvd::dtype_size(r.dtype) : 0;
-      if (bytes == held && data_used + AlignUp(bytes) <= data_budget) {
+      if (!sent_eagerly && bytes == held && data_used + AlignUp(bytes) <= data_budget) {
         if (bytes) std::memcpy(&record[inline_at + inline_used], e.input.data, bytes);
         SetBit(&record[kBitmapsAt + 2 * bitmap], hit.first);
         inline_used += AlignUp(bytes);
         data_used += AlignUp(bytes);
+        inlined = true;
       }
-      continue;
     }
     size_t bytes = ResponseBytes(r);
     // A broadcast's data comes from its root alone: the others have nothing to send.
     bool sends_data = CarriesData(r.type) && (r.type != OpType::kBroadcast || r.root == ps.my_rank);
-    if (sends_data && data_used + AlignUp(bytes) <= data_budget) {
+    if (!GathersData(r.type) && sends_data && !sent_eagerly && data_used + AlignUp(bytes) <= data_budget) {
       uint8_t* dst = &record[inline_at + inline_used];
       if (bytes) std::memcpy(dst, e.input.data, bytes);
       if (r.type == OpType::kAllreduce && r.prescale != 1.0)
@@ -172,8 +206,19 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
       SetBit(&record[kBitmapsAt + bitmap], hit.first);
       inline_used += AlignUp(bytes);
       data_used += AlignUp(bytes);
+      inlined = true;
+    }
+    if (!inlined && may_send_eagerly && ps.eager.sent_slot() < 0) {
+      std::vector<EagerChannel::Part> parts = EagerParts(r, e, mine, n, ps.my_rank, ps.eager.capacity());
+      if (!parts.empty()) {
+        Status sent = ps.eager.Send(hit.first, parts);
+        if (!sent.ok()) return sent;
+        ++stats->eager_sends;
+      }
     }
   }
+  const int32_t eager_slot = ps.eager.sent_slot();
+  std::memcpy(&record[kEagerSlotAt], &eager_slot, 4);
   out->records.resize(record_size * (size_t)n);
   Status st =
       ps.comm->Allgatherv(record.data(), out->records.data(), std::vector<size_t>(n, record_size), HVD_DTYPE_UINT8);
@@ -193,7 +238,26 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
     out->anyone_busy = out->anyone_busy || (flags & kBusy);
     joined[r] = flags & kJoined;
   }
-  if (out->shutdown) return Status::Ok();
+  if (out->shutdown) {
+    // Every entry fails next, so this member's eager messages must have left their tensors. A
+    // failure here is the transport's, and the stop goes ahead regardless.
+    if (ps.eager.sent_slot() >= 0) (void)ps.eager.Settle();
+    return Status::Ok();
+  }
+  // Whose eager messages are outstanding, for which slot, and that slot's generation now: a slot
+  // that changes before it runs (erased or replaced, below or by the coordinator) takes its
+  // messages with it (SettleOrphanedEager).
+  std::vector<int32_t> eager_of(n, -1);
+  std::vector<uint64_t> eager_generation(n, 0);
+  for (int32_t m = 0; m < n; ++m) {
+    std::memcpy(&eager_of[m], rec(m) + kEagerSlotAt, 4);
+    if (eager_of[m] < -1 || eager_of[m] >= slots) {
+      return Status::Aborted("the negotiation record of rank " + std::to_string(ps.ranks[m]) +
+                             " names eager data for cache slot " + std::to_string(eager_of[m]) +
+                             ", which does not exist");
+    }
+    if (eager_of[m] >= 0) eager_generation[m] = ps.cache.Generation(eager_of[m]);
+  }
 
   // Ready: someone has it and every member has it or has joined. Inline: every member that has
   // it sent its data (a broadcast: its root sent it); each member's inline data is packed in slot
@@ -276,6 +340,18 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
           std::fill_n(now.tensor_sizes.begin() + (size_t)per * m, per, 0);
       }
     }
+    for (int32_t m = 0; m < n; ++m) {
+      if (eager_of[m] != s) continue;
+      // Only a broadcast's root and an alltoall's members send ahead, and never inline as well.
+      const bool may = r.type == OpType::kAlltoall || (r.type == OpType::kBroadcast && m == r.root);
+      if (!may || !completion.parts.empty()) {
+        return Status::Aborted("the negotiation record of rank " + std::to_string(ps.ranks[m]) +
+                               " names eager data for tensor '" + r.names[0] +
+                               "', which that rank does not send ahead");
+      }
+      now.eager_from.push_back(m);  // the executor takes these messages
+      eager_of[m] = -1;
+    }
     // What this op would take of a member's inline space: its data (an allgather's or alltoall's:
     // the largest member's, after its sizes).
     size_t wanted = CarriesData(r.type) ? InlineSpan(r, n) : 0;
@@ -296,16 +372,33 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
   }
   ps.inline_space.Observe(inline_wanted, most_inline);
   if (ps.id == 0) stats->inline_space = ps.inline_space.Bytes((size_t)inline_bytes_);
-  if (!need_coordinator) return Status::Ok();
-
-  ++stats->coordinator_rounds;
-  std::vector<size_t> counts(n);
-  for (int32_t r = 0; r < n; ++r) {
-    uint32_t len;
-    std::memcpy(&len, rec(r) + kRequestLenAt, 4);
-    counts[r] = len;
+  if (need_coordinator) {
+    ++stats->coordinator_rounds;
+    std::vector<size_t> counts(n);
+    for (int32_t r = 0; r < n; ++r) {
+      uint32_t len;
+      std::memcpy(&len, rec(r) + kRequestLenAt, 4);
+      counts[r] = len;
+    }
+    Status st = Coordinate(ps, encoded, counts, stall_error, now, out);
+    if (!st.ok()) return st;
+    if (out->shutdown && ps.eager.sent_slot() >= 0) (void)ps.eager.Settle();  // as above: entries fail next
   }
-  return Coordinate(ps, encoded, counts, stall_error, now, out);
+  return SettleOrphanedEager(ps, eager_of, eager_generation, stats);
+}
+
+// Eager messages whose op did not run this cycle stay where they are, unless their cache slot
+// changed: then no cycle will ever run them. Every member sees the same records and the same cache,
+// so the receivers drop what the sender stops waiting for; its entry goes the usual way.
+Status Controller::SettleOrphanedEager(ProcessSet& ps, const std::vector<int32_t>& eager_of,
+                                       const std::vector<uint64_t>& generation, NegotiationStats* stats) {
+  for (int32_t m = 0; m < ps.size(); ++m) {
+    if (eager_of[m] < 0 || ps.cache.Generation(eager_of[m]) == generation[m]) continue;
+    Status st = m == ps.my_rank ? ps.eager.Settle() : ps.eager.Take(m, nullptr, 0);
+    if (!st.ok()) return st;
+    ++stats->eager_drops;
+  }
+  return Status::Ok();
 }
 
 // Step 2: gather requests, let the coordinator decide, broadcast its response list.

@@ -57,6 +57,8 @@ struct NegotiationStats {
   std::atomic<uint64_t> inline_allgathers{0};  // and allgathers and alltoalls from every member's
   std::atomic<uint64_t> inline_alltoalls{0};
   std::atomic<uint64_t> inline_space{0};  // bytes of inline space in the global set's next record
+  std::atomic<uint64_t> eager_sends{0};  // cached ops whose data this member sent ahead (eager.h)
+  std::atomic<uint64_t> eager_drops{0};  // eager messages (to or from this member) whose slot changed first
 };
 
 class Controller {
@@ -70,6 +72,8 @@ class Controller {
 
  private:
   Request MakeRequest(const ProcessSet& ps, const TensorEntry& e, bool invalidate) const;
+  Status SettleOrphanedEager(ProcessSet& ps, const std::vector<int32_t>& eager_of,
+                             const std::vector<uint64_t>& generation, NegotiationStats* stats);
   Status Coordinate(ProcessSet& ps, const std::vector<uint8_t>& encoded, const std::vector<size_t>& counts,
                     const std::string& stall_error, int64_t now, CycleResult* out);
   const Logger& log_;

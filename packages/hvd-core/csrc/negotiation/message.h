@@ -56,6 +56,9 @@ struct Response {
   // member (member j receives column j). Empty for other ops. Members that joined without the
   // tensor have zeros. Allgathers and alltoalls are never fused: one tensor per response.
   std::vector<int64_t> tensor_sizes;
+  // Not on the wire: the members whose data for this cycle's run of a cached op is already in their
+  // peers' eager space (negotiation/eager.h), in member order. Empty for most responses.
+  std::vector<int32_t> eager_from;
 };
 
 struct ResponseList {

@@ -13,6 +13,7 @@
 #include "core/handle.h"
 #include "diagnostics/stall_inspector.h"
 #include "negotiation/coordinator.h"
+#include "negotiation/eager.h"
 #include "negotiation/inline_space.h"
 #include "negotiation/response_cache.h"
 
@@ -50,6 +51,7 @@ struct ProcessSet {
   Coordinator coordinator;  // used on the set's rank 0 only
   StallInspector stall;     // likewise
   InlineSpace inline_space;  // the room for data in this set's negotiation records
+  EagerChannel eager;        // data sent ahead of negotiation, on `comm` (eager.h)
 
   // Background thread only: entries drained from the queue, by name, and their arrival order
   // (which `arrival` keeps: the map's own order is never used).

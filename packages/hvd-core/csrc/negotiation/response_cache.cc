@@ -96,6 +96,7 @@ void ResponseCache::Put(const Response& response) {
     }
   }
   slots_[slot].used = true;
+  ++slots_[slot].generation;
   slots_[slot].response = response;
   slots_[slot].last_used = ++clock_;
   by_name_[name] = slot;
@@ -111,7 +112,9 @@ void ResponseCache::SetMemberSizes(int32_t slot, int32_t member, int32_t set_siz
 void ResponseCache::Erase(int32_t slot) {
   if (slot < 0 || slot >= (int32_t)slots_.size() || !slots_[slot].used) return;
   by_name_.erase(slots_[slot].response.names[0]);
+  const uint64_t generation = slots_[slot].generation;
   slots_[slot] = Slot();
+  slots_[slot].generation = generation + 1;
   free_.push_back(slot);
 }
 

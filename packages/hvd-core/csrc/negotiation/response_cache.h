@@ -47,6 +47,9 @@ class ResponseCache {
   void Put(const Response& response);
   void Touch(int32_t slot) { slots_[slot].last_used = ++clock_; }
   void Erase(int32_t slot);
+  // Counts the puts and erases of `slot`: a slot whose generation changed holds another response
+  // (or none), even under the same name.
+  uint64_t Generation(int32_t slot) const { return slots_[slot].generation; }
   const Response& Get(int32_t slot) const { return slots_[slot].response; }
   // Replaces `member`'s row of the slot's tensor_sizes (SizesPerMember values at `sizes`).
   void SetMemberSizes(int32_t slot, int32_t member, int32_t set_size, const int64_t* sizes);
@@ -60,6 +63,7 @@ class ResponseCache {
     bool used = false;
     Response response;
     uint64_t last_used = 0;
+    uint64_t generation = 0;
   };
   int32_t capacity_;
   uint64_t clock_ = 0;

@@ -199,6 +199,9 @@ def engine_config(
     # ... and how much it may grow by while cached ops a little larger are running (over all ranks'
     # records together; 0: it never grows).
     config.inline_max_bytes = _int(env, "HOROVOD_NEGOTIATION_INLINE_MAX_BYTES", 128 * 1024, minimum=0)
+    # hvd's own knob: the largest message a rank sends a peer ahead of negotiation (a cached
+    # broadcast's or alltoall's data, over TCP); each rank keeps that much space per peer (0: never).
+    config.eager_bytes = _int(env, "HOROVOD_NEGOTIATION_EAGER_BYTES", 4 << 20, minimum=0)
     # hvd's own knob: freed large outputs (allgather, alltoall, reducescatter; 32 MiB and up) kept
     # mapped for the next output of their size, up to this many bytes per rank (0: none kept).
     config.output_pool_bytes = _int(env, "HOROVOD_OUTPUT_POOL_BYTES", 1 << 30, minimum=0)

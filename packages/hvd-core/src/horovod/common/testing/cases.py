@@ -151,6 +151,33 @@ def case_alltoall(dtype_names: tuple[str, ...]) -> None:
         assert list(received_splits) == [2] * n
 
 
+def case_cached_ops_sent_ahead() -> dict:
+    """Cached broadcasts and alltoalls too large for the negotiation's inline space, which a backend
+    with eager messages sends ahead of negotiation: new data every call, every root, splits that
+    change, a rank that comes late. Returns the engine's counters, for the backend's own checks."""
+    from horovod.common import state
+
+    hvd.init()
+    n, rank = hvd.size(), hvd.rank()
+    elements = 64 * 1024  # float32: 256 KiB
+    for call in range(3):
+        if rank == n - 1 and call == 1:
+            time.sleep(0.1)  # the others' data waits in this rank's space for several cycles
+        for root in range(n):
+            mine = np.arange(elements, dtype=np.float32) + 1000 * rank + call
+            got = hvd.broadcast(mine, root_rank=root, name=f"ahead.bc.{root}")
+            expected = np.arange(elements, dtype=np.float32) + 1000 * root + call
+            assert np.array_equal(got, expected), f"broadcast root={root}, call {call + 1}"
+        row = 16 * 1024  # float32 elements: 64 KiB rows
+        splits = [[1 + (r + peer + call) % 2 for peer in range(n)] for r in range(n)]
+        inputs = [np.arange(sum(splits[r]) * row, dtype=np.float32).reshape(-1, row) + 1e5 * r for r in range(n)]
+        got, received = hvd.alltoall(inputs[rank], splits=splits[rank], name="ahead.a2a")
+        pieces = [inputs[r][sum(splits[r][:rank]) : sum(splits[r][: rank + 1])] for r in range(n)]
+        assert np.array_equal(got, np.concatenate(pieces)), f"alltoall call {call + 1}"
+        assert list(received) == [splits[r][rank] for r in range(n)], received
+    return dict(state.context().engine.stats())
+
+
 def case_reducescatter(dtype_names: tuple[str, ...]) -> None:
     hvd.init()
     n, rank = hvd.size(), hvd.rank()

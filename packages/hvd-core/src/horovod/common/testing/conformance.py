@@ -55,6 +55,9 @@ class BackendConformance:
     def test_alltoall(self) -> None:
         self._each_size(cases.case_alltoall, cases.ALL_DTYPES)
 
+    def test_cached_ops_sent_ahead(self) -> None:
+        self._each_size(cases.case_cached_ops_sent_ahead)
+
     def test_reducescatter(self) -> None:
         self._each_size(cases.case_reducescatter, self.reduce_dtypes)
 

@@ -1,0 +1,61 @@
+// Eager messages: a process set member's data for a cached op, sent before negotiation says the op
+// runs, so that the data crosses the network while the op is negotiated.
+//
+// Over TCP a collective's data otherwise waits for the negotiation round: a 256 KiB broadcast or
+// alltoall between two hosts took one round plus its transfer (about 1.4x to 2x torch.distributed's
+// time, which pays only the transfer: BENCHMARKS.md, run 20). Each member keeps a receive posted for
+// every peer, into space its backend owns (hvd_backend_ext_v1's eager_* functions), so a message
+// can be sent at any time and never waits for its receiver.
+//
+// The protocol, on every member alike (controller.cc and executor.cc):
+//  - A member sends when it has a cached op ready whose data it sends to every peer and which does
+//    not travel inline with negotiation: a broadcast it is the root of, or an alltoall whose blocks
+//    for its peers are all non-empty, each no larger than the space. At most one op's messages are
+//    outstanding per member, one message to each peer; the member's negotiation record names that
+//    op's cache slot every cycle until they are settled, so every member knows what is in its space.
+//  - A message is settled in the cycle its slot runs (the executor copies it into the output, and
+//    the op skips that part of its backend call) or loses its slot (an erased or replaced cache
+//    slot: the receivers drop it, and the sender's entry goes the usual way).
+//  - Settling releases the receiver's space and waits, on the sender, until the message has left
+//    the sender's tensor, so that an entry never completes while its data is still being read.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend_loader.h"
+
+namespace hvdcore {
+
+class EagerChannel {
+ public:
+  // What this member sends to one peer.
+  struct Part {
+    const void* data = nullptr;
+    size_t bytes = 0;
+  };
+
+  // Opens the channel on `comm` with `bytes` of space per peer, on every member alike; it stays
+  // closed (capacity 0) for 0 bytes, a backend without eager messages, or a communicator its backend
+  // has no use for them on.
+  Status Open(Comm* comm, size_t bytes);
+  size_t capacity() const { return capacity_; }
+
+  // The cache slot whose messages this member has outstanding, -1 when none.
+  int32_t sent_slot() const { return sent_slot_; }
+  // Sends parts[p] to every other member p (1 to capacity() bytes each) for the op in `slot`.
+  Status Send(int32_t slot, const std::vector<Part>& parts);
+  // This member's messages were taken or dropped: waits until they have left its memory.
+  Status Settle();
+  // The message from `peer`: copies its first `bytes` to `dst` (none when dst is null), then
+  // frees its space for the next one.
+  Status Take(int32_t peer, void* dst, size_t bytes);
+
+ private:
+  Comm* comm_ = nullptr;
+  size_t capacity_ = 0;
+  int32_t sent_slot_ = -1;
+};
+
+}  // namespace hvdcore
