@@ -28,8 +28,9 @@ struct hvd_comm {
   // What carries the collectives, chosen once at creation (transport.h). Declared after the
   // context, so destroyed first: the TCP transport works on the context until it is gone.
   std::unique_ptr<hvd_gloo::Transport> transport;
-  // Eager messages' space and buffers (tcp/eager.h), once opened; they hold the context alive.
-  std::unique_ptr<hvd_gloo::EagerSpace> eager;
+  // Eager messages' space and buffers, per channel (tcp/eager.h), once opened; they hold the
+  // context alive.
+  std::vector<std::unique_ptr<hvd_gloo::EagerSpace>> eager;
 
   std::string last_error;
   // After a collective fails (Gloo threw, or a peer on shared memory was lost or out of step), the

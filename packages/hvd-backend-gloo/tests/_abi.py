@@ -107,11 +107,11 @@ class _Extensions(Structure):
         ("struct_size", c_uint32),
         ("reserved", c_uint32),
         ("allreduce_buffers", CFUNCTYPE(c_int, c_void_p, POINTER(_BufferPair), c_size_t, c_int, c_int, c_double)),
-        ("eager_open", CFUNCTYPE(c_int, c_void_p, c_size_t)),
-        ("eager_send", CFUNCTYPE(c_int, c_void_p, c_int32, c_void_p, c_size_t)),
-        ("eager_wait_sent", CFUNCTYPE(c_int, c_void_p, c_int32)),
-        ("eager_receive", CFUNCTYPE(c_int, c_void_p, c_int32, POINTER(c_void_p))),
-        ("eager_release", CFUNCTYPE(c_int, c_void_p, c_int32)),
+        ("eager_open", CFUNCTYPE(c_int, c_void_p, POINTER(c_size_t), c_int32)),
+        ("eager_send", CFUNCTYPE(c_int, c_void_p, c_int32, c_int32, c_void_p, c_size_t)),
+        ("eager_wait_sent", CFUNCTYPE(c_int, c_void_p, c_int32, c_int32)),
+        ("eager_receive", CFUNCTYPE(c_int, c_void_p, c_int32, c_int32, POINTER(c_void_p))),
+        ("eager_release", CFUNCTYPE(c_int, c_void_p, c_int32, c_int32)),
     ]
 
 
@@ -182,24 +182,25 @@ class Comm:
         array = (_BufferPair * len(pairs))(*[_BufferPair(s.ctypes.data, r.ctypes.data, r.size) for s, r in pairs])
         return self.table._extensions.allreduce_buffers(self.handle, array, len(pairs), DTYPES[dtype], op, postscale)
 
-    def eager_open(self, nbytes: int) -> int:
-        return self.table._extensions.eager_open(self.handle, nbytes)
+    def eager_open(self, *channel_bytes: int) -> int:
+        """Opens one channel per size given."""
+        return self.table._extensions.eager_open(self.handle, _sizes(channel_bytes), len(channel_bytes))
 
-    def eager_send(self, buf: np.ndarray, peer: int) -> int:
+    def eager_send(self, buf: np.ndarray, peer: int, channel: int = 0) -> int:
         """Starts sending `buf` (kept alive by the caller until eager_wait_sent) to `peer`."""
-        return self.table._extensions.eager_send(self.handle, peer, buf.ctypes.data, buf.nbytes)
+        return self.table._extensions.eager_send(self.handle, channel, peer, buf.ctypes.data, buf.nbytes)
 
-    def eager_wait_sent(self, peer: int) -> int:
-        return self.table._extensions.eager_wait_sent(self.handle, peer)
+    def eager_wait_sent(self, peer: int, channel: int = 0) -> int:
+        return self.table._extensions.eager_wait_sent(self.handle, channel, peer)
 
-    def eager_receive(self, peer: int, nbytes: int) -> tuple[int, bytes]:
-        """Waits for `peer`'s message; returns the status and its first `nbytes` bytes."""
+    def eager_receive(self, peer: int, nbytes: int, channel: int = 0) -> tuple[int, bytes]:
+        """Waits for `peer`'s oldest unreleased message; returns the status and its first `nbytes` bytes."""
         data = c_void_p()
-        rc = self.table._extensions.eager_receive(self.handle, peer, ctypes.byref(data))
+        rc = self.table._extensions.eager_receive(self.handle, channel, peer, ctypes.byref(data))
         return rc, (ctypes.string_at(data.value, nbytes) if rc == OK else b"")
 
-    def eager_release(self, peer: int) -> int:
-        return self.table._extensions.eager_release(self.handle, peer)
+    def eager_release(self, peer: int, channel: int = 0) -> int:
+        return self.table._extensions.eager_release(self.handle, channel, peer)
 
     def allgatherv(self, send: np.ndarray, recv: np.ndarray, counts: Sequence[int], dtype: str) -> int:
         return self.table.allgatherv(self.handle, send.ctypes.data, recv.ctypes.data, _sizes(counts), DTYPES[dtype])

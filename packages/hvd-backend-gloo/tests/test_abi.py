@@ -234,41 +234,58 @@ def test_multi_buffer_allreduce_refuses_to_scale_bool_and_accepts_no_buffers() -
 
 def test_eager_messages_are_opened_over_tcp_only(transport: str) -> None:
     def member(comm: _abi.Comm) -> int:
-        return comm.eager_open(1 << 20)
+        return comm.eager_open(4096, 1 << 20)
 
     expected = _abi.OK if transport == "tcp" else _abi.UNSUPPORTED
     assert _abi.run_members(2, member) == [expected] * 2
 
 
 @pytest.mark.parametrize("size", [2, 3])
-def test_eager_messages_reach_every_peer_and_their_space_is_reused(size: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Each round every member sends each peer a message before the peers ask for it; the next
-    # round's messages go out before the peers have released this round's (they wait in Gloo until
-    # the receive is posted again). Messages shorter than the space, and as long as it.
+def test_eager_messages_reach_every_peer_in_order_on_each_channel(size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each round every member sends each peer a message on both channels before the peers ask for
+    # them, and a second one on channel 1 before the peers have released the first: up to two
+    # unreleased messages per channel and peer wait in the receives kept posted. Messages shorter
+    # than a channel's space, and as long as it.
     monkeypatch.setenv("HOROVOD_GLOO_SHARED_MEMORY", "0")
-    space = 256 * 1024
+    spaces = (4096, 256 * 1024)
 
-    def message(sender: int, receiver: int, round_: int) -> np.ndarray:
-        length = space if round_ % 2 else 1000 + 10 * sender + receiver
-        return (np.arange(length, dtype=np.int64) * 31 + 7 * sender + 3 * receiver + round_).astype(np.uint8)
+    def message(channel: int, sender: int, receiver: int, round_: int, second: bool = False) -> np.ndarray:
+        length = spaces[channel] if (round_ + second) % 2 else 100 + 10 * sender + receiver
+        values = np.arange(length, dtype=np.int64) * 31 + 7 * sender + 3 * receiver + 5 * round_ + 11 * channel + second
+        return values.astype(np.uint8)
 
     def member(comm: _abi.Comm) -> None:
         me, peers = comm.rank, [p for p in range(comm.size) if p != comm.rank]
-        assert comm.eager_open(space) == _abi.OK, comm.last_error
-        outgoing = {}
+        assert comm.eager_open(*spaces) == _abi.OK, comm.last_error
+
+        def send_all(channel: int, round_: int, second: bool = False) -> list[np.ndarray]:
+            sent = [message(channel, me, p, round_, second) for p in peers]
+            for p, buf in zip(peers, sent, strict=True):
+                assert comm.eager_send(buf, p, channel) == _abi.OK, comm.last_error
+            return sent
+
+        def wait_all(channel: int) -> None:
+            for p in peers:
+                assert comm.eager_wait_sent(p, channel) == _abi.OK, comm.last_error
+
+        def take(channel: int, peer: int, expected: np.ndarray) -> None:
+            rc, got = comm.eager_receive(peer, expected.nbytes, channel)
+            assert rc == _abi.OK, comm.last_error
+            assert got == expected.tobytes(), (me, peer, channel)
+            assert comm.eager_receive(peer, 8, channel) == (_abi.OK, got[:8])  # again: the same message
+            assert comm.eager_release(peer, channel) == _abi.OK, comm.last_error
+
         for round_ in range(4):
+            keep = [send_all(0, round_), send_all(1, round_)]
+            wait_all(1)
+            keep.append(send_all(1, round_, second=True))
             for p in peers:
-                outgoing[p] = message(me, p, round_)
-                assert comm.eager_send(outgoing[p], p) == _abi.OK, comm.last_error
-            for p in peers:
-                expected = message(p, me, round_)
-                rc, got = comm.eager_receive(p, expected.nbytes)
-                assert rc == _abi.OK, comm.last_error
-                assert got == expected.tobytes(), (me, p, round_)
-                assert comm.eager_receive(p, 8) == (_abi.OK, got[:8])  # again: the same message
-                assert comm.eager_release(p) == _abi.OK, comm.last_error
-            for p in peers:
-                assert comm.eager_wait_sent(p) == _abi.OK, comm.last_error
+                take(0, p, message(0, p, me, round_))
+                take(1, p, message(1, p, me, round_))
+                take(1, p, message(1, p, me, round_, second=True))
+            wait_all(0)
+            wait_all(1)
+            del keep
         assert comm.barrier() == _abi.OK, comm.last_error
 
     _abi.run_members(size, member)
@@ -282,8 +299,13 @@ def test_eager_misuse_is_refused_with_what_is_wrong(monkeypatch: pytest.MonkeyPa
         small = np.ones(16, np.uint8)
         assert comm.eager_send(small, peer) == _abi.INVALID_ARGUMENT
         assert "not opened" in comm.last_error
+        assert (
+            comm.eager_open(1024, 0) == _abi.INVALID_ARGUMENT and "no space asked for on channel 1" in comm.last_error
+        )
         assert comm.eager_open(1024) == _abi.OK, comm.last_error
         assert comm.eager_open(1024) == _abi.INVALID_ARGUMENT and "already open" in comm.last_error
+        assert comm.eager_send(small, peer, channel=1) == _abi.INVALID_ARGUMENT
+        assert "channel 1 was not opened" in comm.last_error
         assert comm.eager_send(np.ones(1025, np.uint8), peer) == _abi.INVALID_ARGUMENT
         assert "1025 bytes" in comm.last_error and "1 to 1024 bytes" in comm.last_error
         assert comm.eager_send(small, comm.rank) == _abi.INVALID_ARGUMENT and "not another member" in comm.last_error

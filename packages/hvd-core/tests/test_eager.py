@@ -167,6 +167,18 @@ def test_a_rank_that_joined_drops_data_sent_to_it() -> None:
     assert results[0][2] == 2, results  # the third went ahead too, with rank 2 joined
 
 
+def records_channel_cycles() -> int:
+    hvd.init()
+    hvd.allreduce(np.ones(4), name="a")
+    stats = _stats()
+    return stats["eager_record_cycles"] if stats["eager_record_cycles"] <= stats["cycles"] else -1
+
+
+def test_negotiation_records_go_over_their_own_channel() -> None:
+    for cycles in run_cluster(records_channel_cycles, 3):
+        assert cycles > 0, cycles
+
+
 def test_eager_messages_are_off_at_zero_and_above_the_limit() -> None:
     def case() -> int:
         hvd.init()
@@ -176,5 +188,7 @@ def test_eager_messages_are_off_at_zero_and_above_the_limit() -> None:
         return _stats()["eager_sends"]
 
     assert run_cluster(case, 2, env={"HOROVOD_NEGOTIATION_EAGER_BYTES": "0"}) == [0, 0]
+    # Off, the negotiation records go by allgather too.
+    assert run_cluster(records_channel_cycles, 2, env={"HOROVOD_NEGOTIATION_EAGER_BYTES": "0"}) == [0, 0]
     assert run_cluster(case, 2, env={"HOROVOD_NEGOTIATION_EAGER_BYTES": str(4 * ELEMENTS - 1)}) == [0, 0]
     assert run_cluster(case, 2, env={"HOROVOD_NEGOTIATION_EAGER_BYTES": str(4 * ELEMENTS)}) == [0, 2]

@@ -3,7 +3,8 @@
 // Gloo's TCP transport writes an unbound buffer's data as soon as the receiver's "ready" notice for
 // its slot has arrived; until then the send waits. So each member keeps receives posted for every
 // peer, on a slot of its own, into space of the size the engine asked for: a peer's message then
-// leaves at once and crosses the network while the engine negotiates. Two per peer: the engine may
+// leaves at once and crosses the network while the engine negotiates (or is the negotiation: the
+// engine's records travel on a channel of their own). Two per peer and channel: the engine may
 // send a peer its next message as soon as the last one's op has run, which is before that peer
 // has released it and posted its receive again; with one, the next message would wait for that
 // "ready" notice (a network round, back to back ops paid it each time). Messages from a peer fill
@@ -25,6 +26,7 @@ struct hvd_comm;
 
 namespace hvd_gloo {
 
+// One channel's (each has its own Gloo slot).
 struct EagerSpace {
   static constexpr int kPerPeer = 2;
   struct Receive {
@@ -38,10 +40,10 @@ struct EagerSpace {
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sends;  // per peer: in flight
 };
 
-int EagerOpen(hvd_comm* comm, size_t bytes);
-int EagerSend(hvd_comm* comm, int32_t peer, const void* buf, size_t bytes);
-int EagerWaitSent(hvd_comm* comm, int32_t peer);
-int EagerReceive(hvd_comm* comm, int32_t peer, const void** data);
-int EagerRelease(hvd_comm* comm, int32_t peer);
+int EagerOpen(hvd_comm* comm, const size_t* bytes, int32_t channels);
+int EagerSend(hvd_comm* comm, int32_t channel, int32_t peer, const void* buf, size_t bytes);
+int EagerWaitSent(hvd_comm* comm, int32_t channel, int32_t peer);
+int EagerReceive(hvd_comm* comm, int32_t channel, int32_t peer, const void** data);
+int EagerRelease(hvd_comm* comm, int32_t channel, int32_t peer);
 
 }  // namespace hvd_gloo

@@ -126,18 +126,22 @@ Status Comm::Reducescatter(const void* send, void* recv, const std::vector<size_
 }
 Status Comm::Barrier() { return Check(backend_->api()->barrier(handle_), "barrier"); }
 
-Status Comm::EagerOpen(size_t bytes, bool* opened) {
-  const int rc = backend_->eager_.open(handle_, bytes);
+Status Comm::EagerOpen(const std::vector<size_t>& bytes, bool* opened) {
+  const int rc = backend_->eager_.open(handle_, bytes.data(), (int32_t)bytes.size());
   *opened = rc == HVD_OK;
   return rc == HVD_ERR_UNSUPPORTED ? Status::Ok() : Check(rc, "eager open");
 }
-Status Comm::EagerSend(int32_t peer, const void* buf, size_t bytes) {
-  return Check(backend_->eager_.send(handle_, peer, buf, bytes), "eager send");
+Status Comm::EagerSend(int32_t channel, int32_t peer, const void* buf, size_t bytes) {
+  return Check(backend_->eager_.send(handle_, channel, peer, buf, bytes), "eager send");
 }
-Status Comm::EagerWaitSent(int32_t peer) { return Check(backend_->eager_.wait_sent(handle_, peer), "eager send"); }
-Status Comm::EagerReceive(int32_t peer, const void** data) {
-  return Check(backend_->eager_.receive(handle_, peer, data), "eager receive");
+Status Comm::EagerWaitSent(int32_t channel, int32_t peer) {
+  return Check(backend_->eager_.wait_sent(handle_, channel, peer), "eager send");
 }
-Status Comm::EagerRelease(int32_t peer) { return Check(backend_->eager_.release(handle_, peer), "eager receive"); }
+Status Comm::EagerReceive(int32_t channel, int32_t peer, const void** data) {
+  return Check(backend_->eager_.receive(handle_, channel, peer, data), "eager receive");
+}
+Status Comm::EagerRelease(int32_t channel, int32_t peer) {
+  return Check(backend_->eager_.release(handle_, channel, peer), "eager receive");
+}
 
 }  // namespace hvdcore

@@ -70,11 +70,11 @@ class Comm {
   // Eager messages (hvd_backend_ext_v1 says what each does), only where backend().has_eager().
   // EagerOpen sets *opened to false, and does nothing else, where the backend has no use for them
   // on this communicator (on every member alike).
-  Status EagerOpen(size_t bytes, bool* opened);
-  Status EagerSend(int32_t peer, const void* buf, size_t bytes);
-  Status EagerWaitSent(int32_t peer);
-  Status EagerReceive(int32_t peer, const void** data);
-  Status EagerRelease(int32_t peer);
+  Status EagerOpen(const std::vector<size_t>& bytes, bool* opened);
+  Status EagerSend(int32_t channel, int32_t peer, const void* buf, size_t bytes);
+  Status EagerWaitSent(int32_t channel, int32_t peer);
+  Status EagerReceive(int32_t channel, int32_t peer, const void** data);
+  Status EagerRelease(int32_t channel, int32_t peer);
 
  private:
   Status Check(int rc, const char* what) const;

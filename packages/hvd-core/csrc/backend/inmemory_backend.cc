@@ -55,11 +55,11 @@ struct Group {
   int members_joined = 0;
   std::vector<Slot> slots;
   std::vector<uint64_t> arrivals;  // per member: generation it last arrived at, to name the missing
-  // Eager messages (hvd_backend_ext_v1): mail[to * size + from], copied in when sent. The engine
-  // sends a peer its next message before that peer has released the last (a transport keeps it
-  // until the receive is posted again), never more than that.
-  size_t eager_bytes = 0;
-  std::vector<std::deque<std::vector<uint8_t>>> mail;
+  // Eager messages (hvd_backend_ext_v1): mail[channel][to * size + from], copied in when sent.
+  // The engine sends a peer at most two messages it has not released, on each channel.
+  std::vector<size_t> eager_bytes;  // per channel
+  std::vector<std::vector<std::deque<std::vector<uint8_t>>>> mail;
+  int eager_waiting = 0;  // members waiting in eager_receive
   bool broken = false;
   std::string broken_reason;
 };
@@ -176,7 +176,7 @@ void DestroyComm(hvd_comm* c) {
   {
     // Peers still waiting on this member would otherwise wait for the full timeout.
     std::lock_guard<std::mutex> lk(c->group->mu);
-    if (c->group->arrived > 0 && !c->group->broken) {
+    if ((c->group->arrived > 0 || c->group->eager_waiting > 0) && !c->group->broken) {
       c->group->broken = true;
       c->group->broken_reason = "rank " + std::to_string(c->rank) + " left the communicator";
       c->group->cv.notify_all();
@@ -304,62 +304,77 @@ int Barrier(hvd_comm* c) {
   return rc != HVD_OK ? rc : Arrive(c, "barrier");
 }
 
-int EagerOpen(hvd_comm* c, size_t bytes) {
+int EagerOpen(hvd_comm* c, const size_t* bytes, int32_t channels) {
   Group& g = *c->group;
   std::lock_guard<std::mutex> lk(g.mu);
-  if (g.mail.empty()) g.mail.resize((size_t)g.size * g.size);
-  g.eager_bytes = bytes;
+  g.eager_bytes.assign(bytes, bytes + channels);
+  if (g.mail.empty())
+    g.mail.assign((size_t)channels, std::vector<std::deque<std::vector<uint8_t>>>((size_t)g.size * g.size));
   return HVD_OK;
 }
 
-int CheckPeer(hvd_comm* c, int32_t peer, const char* what) {
-  if (peer >= 0 && peer < c->group->size && peer != c->rank) return HVD_OK;
-  return Fail(c, HVD_ERR_INVALID_ARGUMENT,
-              std::string("in-memory ") + what + ": " + std::to_string(peer) + " is not a peer of rank " +
-                  std::to_string(c->rank));
+// The mailbox of messages from `from` to `to` on `channel`, or null with the failure recorded.
+std::deque<std::vector<uint8_t>>* Mailbox(hvd_comm* c, const char* what, int32_t channel, int32_t from, int32_t to) {
+  Group& g = *c->group;
+  const int32_t peer = from == c->rank ? to : from;
+  if (channel < 0 || channel >= (int32_t)g.mail.size() || peer < 0 || peer >= g.size || peer == c->rank) {
+    Fail(c, HVD_ERR_INVALID_ARGUMENT,
+         std::string("in-memory ") + what + ": no channel " + std::to_string(channel) + " to peer " +
+             std::to_string(peer) + " of rank " + std::to_string(c->rank));
+    return nullptr;
+  }
+  return &g.mail[channel][(size_t)to * g.size + from];
 }
 
-int EagerSend(hvd_comm* c, int32_t peer, const void* buf, size_t bytes) {
-  if (int rc = CheckPeer(c, peer, "eager send")) return rc;
+int EagerSend(hvd_comm* c, int32_t channel, int32_t peer, const void* buf, size_t bytes) {
   Group& g = *c->group;
   std::lock_guard<std::mutex> lk(g.mu);
-  auto& box = g.mail[(size_t)peer * g.size + c->rank];
-  if (bytes == 0 || bytes > g.eager_bytes || box.size() >= 2) {
+  auto* box = Mailbox(c, "eager send", channel, c->rank, peer);
+  if (!box) return HVD_ERR_INVALID_ARGUMENT;
+  if (bytes == 0 || bytes > g.eager_bytes[channel] || box->size() >= 2) {
     return Fail(c, HVD_ERR_INVALID_ARGUMENT,
                 "in-memory eager send from rank " + std::to_string(c->rank) + " to rank " + std::to_string(peer) +
-                    ": " + std::to_string(bytes) + " bytes with " + std::to_string(box.size()) +
-                    " messages not yet released (at most " + std::to_string(g.eager_bytes) + " bytes and 1 message)");
+                    " on channel " + std::to_string(channel) + ": " + std::to_string(bytes) + " bytes with " +
+                    std::to_string(box->size()) + " messages not yet released (at most " +
+                    std::to_string(g.eager_bytes[channel]) + " bytes and 2 messages)");
   }
   const uint8_t* data = static_cast<const uint8_t*>(buf);
-  box.emplace_back(data, data + bytes);
+  box->emplace_back(data, data + bytes);
   g.cv.notify_all();
   return HVD_OK;
 }
 
-int EagerWaitSent(hvd_comm* c, int32_t peer) { return CheckPeer(c, peer, "eager wait"); }  // copied when sent
+int EagerWaitSent(hvd_comm* c, int32_t channel, int32_t peer) {  // copied when sent
+  std::lock_guard<std::mutex> lk(c->group->mu);
+  return Mailbox(c, "eager wait", channel, c->rank, peer) ? HVD_OK : HVD_ERR_INVALID_ARGUMENT;
+}
 
-int EagerReceive(hvd_comm* c, int32_t peer, const void** data) {
-  if (int rc = CheckPeer(c, peer, "eager receive")) return rc;
+int EagerReceive(hvd_comm* c, int32_t channel, int32_t peer, const void** data) {
   Group& g = *c->group;
   std::unique_lock<std::mutex> lk(g.mu);
-  auto& box = g.mail[(size_t)c->rank * g.size + peer];
-  if (!g.cv.wait_for(lk, std::chrono::milliseconds(c->timeout_ms), [&] { return !box.empty() || g.broken; })) {
+  auto* box = Mailbox(c, "eager receive", channel, peer, c->rank);
+  if (!box) return HVD_ERR_INVALID_ARGUMENT;
+  ++g.eager_waiting;
+  const bool arrived =
+      g.cv.wait_for(lk, std::chrono::milliseconds(c->timeout_ms), [&] { return !box->empty() || g.broken; });
+  --g.eager_waiting;
+  if (!arrived) {
     return Fail(c, HVD_ERR_TIMEOUT,
                 "in-memory eager receive on rank " + std::to_string(c->rank) + " timed out waiting for rank " +
                     std::to_string(peer));
   }
-  if (box.empty()) return Fail(c, HVD_ERR_PEER_LOST, g.broken_reason);
-  *data = box.front().data();
+  if (box->empty()) return Fail(c, HVD_ERR_PEER_LOST, g.broken_reason);
+  *data = box->front().data();
   return HVD_OK;
 }
 
-int EagerRelease(hvd_comm* c, int32_t peer) {
-  if (int rc = CheckPeer(c, peer, "eager release")) return rc;
+int EagerRelease(hvd_comm* c, int32_t channel, int32_t peer) {
   Group& g = *c->group;
   std::lock_guard<std::mutex> lk(g.mu);
-  auto& box = g.mail[(size_t)c->rank * g.size + peer];
-  if (box.empty()) return Fail(c, HVD_ERR_INVALID_ARGUMENT, "in-memory eager release without a message");
-  box.pop_front();
+  auto* box = Mailbox(c, "eager release", channel, peer, c->rank);
+  if (!box) return HVD_ERR_INVALID_ARGUMENT;
+  if (box->empty()) return Fail(c, HVD_ERR_INVALID_ARGUMENT, "in-memory eager release without a message");
+  box->pop_front();
   return HVD_OK;
 }
 

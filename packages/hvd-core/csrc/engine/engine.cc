@@ -38,7 +38,7 @@ Status Engine::Connect(ProcessSet& ps) {
   if (!ps.member()) return Status::Ok();
   Status st = ConnectRanks(ps.ranks, ps.my_rank, "ps" + std::to_string(ps.id), &ps.comm);
   if (!st.ok()) return st;
-  return ps.eager.Open(ps.comm.get(), (size_t)config_.eager_bytes);
+  return OpenEager(ps.comm.get(), controller_.MostRecordBytes(ps), (size_t)config_.eager_bytes, &ps.records, &ps.eager);
 }
 
 Status Engine::ConnectRanks(const std::vector<int32_t>& ranks, int32_t my_index, const std::string& key,

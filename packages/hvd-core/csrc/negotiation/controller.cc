@@ -76,7 +76,38 @@ std::vector<EagerChannel::Part> EagerParts(const Response& r, const TensorEntry&
   return parts;
 }
 
+// Where a record's inline area starts, after its flags, lengths and bitmaps for `slots` cache slots.
+size_t InlineAt(int32_t slots) { return AlignUp(kBitmapsAt + 3 * (((size_t)slots + 7) / 8)); }
+
 }  // namespace
+
+size_t Controller::MostInline(int32_t n) const {
+  // The base space (which keeps room for sizes beside the data) and a share of the bound on all
+  // records; none where the space is off.
+  return inline_bytes_ == 0 ? 0 : (size_t)inline_bytes_ + AlignUp((size_t)inline_max_bytes_ / (size_t)n);
+}
+
+size_t Controller::MostRecordBytes(const ProcessSet& ps) const {
+  const size_t inline_space = std::max((size_t)inline_bytes_, MostInline(ps.size()));
+  return InlineAt(ps.cache.capacity()) + AlignUp(inline_space);
+}
+
+// Step 1's exchange: every member's record, in member order. Over the records channel where it is
+// open (eager.h), else one allgather. Every member's record has the same size, so every member
+// takes the same way.
+Status Controller::GatherRecords(ProcessSet& ps, const std::vector<uint8_t>& record, std::vector<uint8_t>* all) {
+  const int32_t n = ps.size();
+  const size_t size = record.size();
+  if (ps.records.capacity() < size) {
+    return ps.comm->Allgatherv(record.data(), all->data(), std::vector<size_t>(n, size), HVD_DTYPE_UINT8);
+  }
+  Status st = ps.records.Send(0, std::vector<EagerChannel::Part>(n, {record.data(), size}));
+  if (!st.ok()) return st;
+  std::memcpy(all->data() + (size_t)ps.my_rank * size, record.data(), size);
+  for (int32_t m = 0; m < n && st.ok(); ++m)
+    if (m != ps.my_rank) st = ps.records.Take(m, all->data() + (size_t)m * size, size);
+  return st.ok() ? ps.records.Settle() : st;
+}
 
 Request Controller::MakeRequest(const ProcessSet& ps, const TensorEntry& e, bool invalidate) const {
   Request r;
@@ -102,10 +133,8 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
   const int32_t n = ps.size();
   const int64_t now = NowMicros();
   ++stats->cycles;
-  // This cycle's inline space, and the most it may grow to: the base space (which keeps room for
-  // sizes beside the data) and a share of the bound on all records; none where the space is off.
-  const size_t most_inline =
-      inline_bytes_ == 0 ? 0 : (size_t)inline_bytes_ + AlignUp((size_t)inline_max_bytes_ / (size_t)n);
+  // This cycle's inline space, and the most it may grow to.
+  const size_t most_inline = MostInline(n);
   const size_t inline_space = ps.inline_space.Bytes((size_t)inline_bytes_);
 
   // Sort what is pending into cache hits and requests for the coordinator. An allgather or alltoall
@@ -157,7 +186,7 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
   // Step 1: this member's record. Its size depends only on state every member shares.
   const int32_t slots = ps.cache.num_slots();
   const size_t bitmap = ((size_t)slots + 7) / 8;
-  const size_t inline_at = AlignUp(kBitmapsAt + 3 * bitmap);
+  const size_t inline_at = InlineAt(slots);
   const size_t record_size = inline_at + AlignUp(inline_space);
   std::vector<uint8_t> record(record_size, 0);
   record[kFlagsAt] =
@@ -220,9 +249,9 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
   const int32_t eager_slot = ps.eager.sent_slot();
   std::memcpy(&record[kEagerSlotAt], &eager_slot, 4);
   out->records.resize(record_size * (size_t)n);
-  Status st =
-      ps.comm->Allgatherv(record.data(), out->records.data(), std::vector<size_t>(n, record_size), HVD_DTYPE_UINT8);
+  Status st = GatherRecords(ps, record, &out->records);
   if (!st.ok()) return st;
+  if (ps.records.capacity() >= record_size) ++stats->eager_record_cycles;
 
   auto rec = [&](int32_t r) { return &out->records[(size_t)r * record_size]; };
   bool need_coordinator = false;

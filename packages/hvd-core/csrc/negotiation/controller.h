@@ -59,6 +59,7 @@ struct NegotiationStats {
   std::atomic<uint64_t> inline_space{0};  // bytes of inline space in the global set's next record
   std::atomic<uint64_t> eager_sends{0};  // cached ops whose data this member sent ahead (eager.h)
   std::atomic<uint64_t> eager_drops{0};  // eager messages (to or from this member) whose slot changed first
+  std::atomic<uint64_t> eager_record_cycles{0};  // cycles whose records went over the records channel
 };
 
 class Controller {
@@ -69,9 +70,13 @@ class Controller {
       : log_(log), inline_bytes_(inline_bytes), inline_max_bytes_(inline_max_bytes) {}
   // `busy`: this rank has work pending anywhere (reported so that idle peers keep cycling).
   Status RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResult* out, NegotiationStats* stats);
+  // The largest record a member of `ps` may send: the records channel's space (eager.h).
+  size_t MostRecordBytes(const ProcessSet& ps) const;
 
  private:
   Request MakeRequest(const ProcessSet& ps, const TensorEntry& e, bool invalidate) const;
+  size_t MostInline(int32_t set_size) const;
+  Status GatherRecords(ProcessSet& ps, const std::vector<uint8_t>& record, std::vector<uint8_t>* all);
   Status SettleOrphanedEager(ProcessSet& ps, const std::vector<int32_t>& eager_of,
                              const std::vector<uint64_t>& generation, NegotiationStats* stats);
   Status Coordinate(ProcessSet& ps, const std::vector<uint8_t>& encoded, const std::vector<size_t>& counts,

@@ -4,20 +4,23 @@
 
 namespace hvdcore {
 
-Status EagerChannel::Open(Comm* comm, size_t bytes) {
-  comm_ = comm;
-  capacity_ = 0;
-  if (bytes == 0 || comm->size() < 2 || !comm->backend().has_eager()) return Status::Ok();
+Status OpenEager(Comm* comm, size_t record_bytes, size_t data_bytes, EagerChannel* records, EagerChannel* data) {
+  records->Bind(comm, 0, 0);
+  data->Bind(comm, 1, 0);
+  if (data_bytes == 0 || record_bytes == 0 || comm->size() < 2 || !comm->backend().has_eager()) return Status::Ok();
   bool opened = false;
-  Status st = comm->EagerOpen(bytes, &opened);
-  if (st.ok() && opened) capacity_ = bytes;
+  Status st = comm->EagerOpen({record_bytes, data_bytes}, &opened);
+  if (st.ok() && opened) {
+    records->Bind(comm, 0, record_bytes);
+    data->Bind(comm, 1, data_bytes);
+  }
   return st;
 }
 
 Status EagerChannel::Send(int32_t slot, const std::vector<Part>& parts) {
   for (int32_t p = 0; p < comm_->size(); ++p) {
     if (p == comm_->rank()) continue;
-    Status st = comm_->EagerSend(p, parts[p].data, parts[p].bytes);
+    Status st = comm_->EagerSend(channel_, p, parts[p].data, parts[p].bytes);
     if (!st.ok()) return st;
   }
   sent_slot_ = slot;
@@ -28,7 +31,7 @@ Status EagerChannel::Settle() {
   sent_slot_ = -1;
   for (int32_t p = 0; p < comm_->size(); ++p) {
     if (p == comm_->rank()) continue;
-    Status st = comm_->EagerWaitSent(p);
+    Status st = comm_->EagerWaitSent(channel_, p);
     if (!st.ok()) return st;
   }
   return Status::Ok();
@@ -36,10 +39,10 @@ Status EagerChannel::Settle() {
 
 Status EagerChannel::Take(int32_t peer, void* dst, size_t bytes) {
   const void* data = nullptr;
-  Status st = comm_->EagerReceive(peer, &data);
+  Status st = comm_->EagerReceive(channel_, peer, &data);
   if (!st.ok()) return st;
   if (dst && bytes) std::memcpy(dst, data, bytes);
-  return comm_->EagerRelease(peer);
+  return comm_->EagerRelease(channel_, peer);
 }
 
 }  // namespace hvdcore

@@ -1,5 +1,6 @@
 // Eager messages: a process set member's data for a cached op, sent before negotiation says the op
-// runs, so that the data crosses the network while the op is negotiated.
+// runs, so that the data crosses the network while the op is negotiated; and the negotiation records
+// themselves, on a channel of their own.
 //
 // Over TCP a collective's data otherwise waits for the negotiation round: a 256 KiB broadcast or
 // alltoall between two hosts took one round plus its transfer (about 1.4x to 2x torch.distributed's
@@ -18,6 +19,12 @@
 //    slot: the receivers drop it, and the sender's entry goes the usual way).
 //  - Settling releases the receiver's space and waits, on the sender, until the message has left
 //    the sender's tensor, so that an entry never completes while its data is still being read.
+//
+// Negotiation records (controller.cc's step 1) go the same way, on the other channel: each member
+// sends its record to every peer and takes theirs, instead of an allgather. Over TCP that is one
+// network crossing per cycle instead of two (an allgather's receive first tells the sender it is
+// ready, and only then do the bytes move), which every op pays. A member sends its next record
+// only after taking every peer's last, so a peer never has more than two unreleased.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +35,8 @@
 
 namespace hvdcore {
 
+// One channel of eager messages on a communicator: each member's messages to each peer, received
+// in the order they were sent.
 class EagerChannel {
  public:
   // What this member sends to one peer.
@@ -36,26 +45,37 @@ class EagerChannel {
     size_t bytes = 0;
   };
 
-  // Opens the channel on `comm` with `bytes` of space per peer, on every member alike; it stays
-  // closed (capacity 0) for 0 bytes, a backend without eager messages, or a communicator its backend
-  // has no use for them on.
-  Status Open(Comm* comm, size_t bytes);
+  // Messages of up to `capacity` bytes on channel `channel` of `comm`, which OpenEager opened.
+  void Bind(Comm* comm, int32_t channel, size_t capacity) {
+    comm_ = comm;
+    channel_ = channel;
+    capacity_ = capacity;
+  }
+  // 0 while the channel is closed.
   size_t capacity() const { return capacity_; }
 
-  // The cache slot whose messages this member has outstanding, -1 when none.
+  // The cache slot whose messages this member has outstanding, -1 when none (the data channel's
+  // protocol, above; the records channel does not use it).
   int32_t sent_slot() const { return sent_slot_; }
-  // Sends parts[p] to every other member p (1 to capacity() bytes each) for the op in `slot`.
+  // Sends parts[p] to every other member p (1 to capacity() bytes each), for the op in `slot`.
   Status Send(int32_t slot, const std::vector<Part>& parts);
   // This member's messages were taken or dropped: waits until they have left its memory.
   Status Settle();
-  // The message from `peer`: copies its first `bytes` to `dst` (none when dst is null), then
-  // frees its space for the next one.
+  // The oldest message from `peer`: copies its first `bytes` to `dst` (none when dst is null), then
+  // frees its space for a later one.
   Status Take(int32_t peer, void* dst, size_t bytes);
 
  private:
   Comm* comm_ = nullptr;
+  int32_t channel_ = 0;
   size_t capacity_ = 0;
   int32_t sent_slot_ = -1;
 };
+
+// Opens `comm`'s eager messages, on every member alike, with a channel for negotiation records of up
+// to `record_bytes` and one for data sent ahead of up to `data_bytes`, and binds `records` and `data`
+// to them. Both stay closed for 0 data bytes, a backend without eager messages, or a communicator its
+// backend has no use for them on.
+Status OpenEager(Comm* comm, size_t record_bytes, size_t data_bytes, EagerChannel* records, EagerChannel* data);
 
 }  // namespace hvdcore

@@ -52,6 +52,7 @@ struct ProcessSet {
   StallInspector stall;     // likewise
   InlineSpace inline_space;  // the room for data in this set's negotiation records
   EagerChannel eager;        // data sent ahead of negotiation, on `comm` (eager.h)
+  EagerChannel records;      // the negotiation records, on `comm`, where eager messages are open
 
   // Background thread only: entries drained from the queue, by name, and their arrival order
   // (which `arrival` keeps: the map's own order is never used).

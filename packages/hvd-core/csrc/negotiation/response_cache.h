@@ -57,6 +57,7 @@ class ResponseCache {
   // Number of slots ever used: the length of the bit-vector, equal on every rank.
   int32_t num_slots() const { return (int32_t)slots_.size(); }
   bool enabled() const { return capacity_ > 0; }
+  int32_t capacity() const { return capacity_; }
 
  private:
   struct Slot {

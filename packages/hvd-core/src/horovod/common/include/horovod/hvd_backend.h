@@ -197,28 +197,31 @@ typedef struct hvd_backend_ext_v1 {
                            hvd_dtype dtype, hvd_reduce_op op, double postscale);
 
   /* Eager messages (appended after allreduce_buffers: check struct_size). A member sends data to
-   * a peer before the peer knows it wants it, into a receive buffer the peer keeps posted, so that
-   * the data travels while the engine negotiates the op it belongs to. The engine sends at most
-   * one message to each peer until that peer releases it, and every message fits the space asked
-   * for. All five are set, or all NULL.
+   * a peer before the peer knows it wants it, into a receive the peer keeps posted, so that the
+   * data travels while the engine negotiates, or is the negotiation. Messages go on `channels`
+   * independent channels (numbered from 0), each with its own space; on each channel the engine
+   * sends a peer at most two messages that peer has not yet released, each fitting the channel's
+   * space. All five are set, or all NULL.
    *
    *  - eager_open: called once per communicator, by every member alike (a collective where the
-   *    backend needs one), before any other eager call: keep `bytes` of receive space for each
-   *    peer, always posted. Returns HVD_ERR_UNSUPPORTED, on every member alike, where the
-   *    communicator's transport gains nothing from it (shared memory, one member); the engine
-   *    then makes no other eager call on it.
-   *  - eager_send: starts sending `bytes` (at most the opened size, at least 1) from `buf` to
-   *    `peer` and returns without waiting for it; `buf` stays valid until eager_wait_sent(peer).
+   *    backend needs one), before any other eager call: keep, for each peer and channel c,
+   *    receives for two messages of up to bytes[c], always posted. Returns HVD_ERR_UNSUPPORTED,
+   *    on every member alike, where the communicator's transport gains nothing from it (shared
+   *    memory, one member); the engine then makes no other eager call on it.
+   *  - eager_send: starts sending `bytes` (at least 1, at most the channel's space) from `buf` to
+   *    `peer` and returns without waiting for it; `buf` stays valid until eager_wait_sent. One
+   *    send per channel and peer at a time.
    *  - eager_wait_sent: returns once the message to `peer` has left `buf`; bounded by the
    *    communicator's timeout.
-   *  - eager_receive: waits (bounded by the timeout) for the message from `peer` and sets *data to
-   *    its first byte, valid until eager_release(peer). The engine knows its length.
-   *  - eager_release: the message from `peer` is no longer needed; its space takes the next one. */
-  int (*eager_open)(hvd_comm* comm, size_t bytes);
-  int (*eager_send)(hvd_comm* comm, int32_t peer, const void* buf, size_t bytes);
-  int (*eager_wait_sent)(hvd_comm* comm, int32_t peer);
-  int (*eager_receive)(hvd_comm* comm, int32_t peer, const void** data);
-  int (*eager_release)(hvd_comm* comm, int32_t peer);
+   *  - eager_receive: waits (bounded by the timeout) for the oldest message from `peer` not yet
+   *    released and sets *data to its first byte, valid until eager_release. The engine knows its
+   *    length.
+   *  - eager_release: that message is no longer needed; its space takes a later one. */
+  int (*eager_open)(hvd_comm* comm, const size_t* bytes, int32_t channels);
+  int (*eager_send)(hvd_comm* comm, int32_t channel, int32_t peer, const void* buf, size_t bytes);
+  int (*eager_wait_sent)(hvd_comm* comm, int32_t channel, int32_t peer);
+  int (*eager_receive)(hvd_comm* comm, int32_t channel, int32_t peer, const void** data);
+  int (*eager_release)(hvd_comm* comm, int32_t channel, int32_t peer);
 } hvd_backend_ext_v1;
 
 typedef const hvd_backend_ext_v1* (*hvd_backend_ext_v1_get_fn)(void);
