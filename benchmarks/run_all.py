@@ -4,6 +4,7 @@
     python benchmarks/run_all.py --only tensorflow     # just the TensorFlow tables (ops and training)
     python benchmarks/run_all.py --only hosts          # just the collectives across two hosts (root)
     python benchmarks/run_all.py --only inline         # small cached ops across two hosts, inline on/off (root)
+    python benchmarks/run_all.py --only eager          # cached ops across two hosts, eager messages on/off (root)
     python benchmarks/run_all.py --only elastic        # a worker SIGKILLed: hvd's elastic recovery against torchrun's
 
 Each figure is a median of repeated runs after warm-up, shown with its spread; every hvd figure
@@ -32,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from eager_table import eager_section
 from elastic_recovery import elastic_section
 from hosts_table import hierarchical_section, hosts_section
 from inline_table import inline_section
@@ -49,6 +51,7 @@ BENCHMARKS = [
     "tcp",
     "hosts",
     "inline",
+    "eager",
     "mpi",
     "training",
     "startup",
@@ -434,6 +437,8 @@ def main() -> None:
             lines += [*hierarchical_section(tmp), ""]
         if "inline" in only:
             lines += [*inline_section(tmp), ""]
+        if "eager" in only:
+            lines += [*eager_section(tmp), ""]
         if "mpi" in only:
             missing = mpi_missing()
             if missing:

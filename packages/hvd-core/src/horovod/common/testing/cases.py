@@ -151,7 +151,7 @@ def case_alltoall(dtype_names: tuple[str, ...]) -> None:
         assert list(received_splits) == [2] * n
 
 
-def case_cached_ops_sent_ahead() -> dict:
+def case_cached_ops_sent_ahead() -> dict[str, object]:
     """Cached broadcasts and alltoalls too large for the negotiation's inline space, which a backend
     with eager messages sends ahead of negotiation: new data every call, every root, splits that
     change, a rank that comes late. Returns the engine's counters, for the backend's own checks."""
