@@ -97,6 +97,17 @@ def test_cached_alltoalls_are_sent_ahead_with_sizes_that_change() -> None:
         assert stats["backend_calls"]["alltoall"] == 1, (rank, stats)
 
 
+def _blocks_over_256_kib(rank: int, n: int, step: int) -> list[int]:
+    return [5] * n  # rows of 64 KiB
+
+
+def test_alltoall_blocks_over_256_kib_go_the_usual_way() -> None:
+    # Copying large blocks out of the receive space costs more than sending them ahead saves.
+    for rank, (stats,) in enumerate(run_cluster(_alltoall_steps, 2, args=(3, _blocks_over_256_kib))):
+        assert stats["eager_sends"] == 0, (rank, stats)
+        assert stats["backend_calls"]["alltoall"] == 3, (rank, stats)
+
+
 def _rank0_sends_rank1_nothing(rank: int, n: int, step: int) -> list[int]:
     return [0 if (rank, peer) == (0, 1) else 1 + (rank + peer) % 2 for peer in range(n)]
 

@@ -48,10 +48,18 @@ inline size_t InlineSpan(const Response& r, int32_t set_size) {
 // those travelled too.
 inline bool GathersData(OpType type) { return type == OpType::kAllgather || type == OpType::kAlltoall; }
 
+// An alltoall's blocks go ahead up to this size only. Every member copies each block out of the
+// receive space, which costs more than the network crossing it saves once blocks are large: across
+// two namespace hosts, 128 KiB blocks went from 0.57 to 0.71x torch.distributed sent ahead, 512 KiB
+// blocks stayed at 0.63 to 0.68, and 2 MiB blocks fell from 0.83 to 0.78 (BENCHMARKS.md, run 21). A
+// broadcast's receivers copy too, yet a 4 MiB broadcast sent ahead measured faster (0.84 to 1.07).
+constexpr size_t kAlltoallAheadBytes = 256 * 1024;
+
 // What this member would send eagerly for its cached `hit` (eager.h): one part per member, its own
 // empty; none when the op does not go that way. A broadcast's root sends its tensor to every peer;
 // an alltoall's member sends each peer its block, when every block for a peer holds data (so that
-// every peer knows it has a message from this member). Each part must fit the peers' space.
+// every peer knows it has a message from this member) and none is over kAlltoallAheadBytes. Each
+// part must fit the peers' space.
 std::vector<EagerChannel::Part> EagerParts(const Response& r, const TensorEntry& e, const std::vector<int64_t>& mine,
                                            int32_t n, int32_t me, size_t capacity) {
   std::vector<EagerChannel::Part> parts(n);
@@ -68,7 +76,7 @@ std::vector<EagerChannel::Part> EagerParts(const Response& r, const TensorEntry&
   for (int32_t p = 0; p < n; ++p) {
     const size_t bytes = (size_t)mine[p] * row_bytes;
     if (p != me) {
-      if (bytes == 0 || bytes > capacity) return {};
+      if (bytes == 0 || bytes > std::min(capacity, kAlltoallAheadBytes)) return {};
       parts[p] = {static_cast<const uint8_t*>(e.input.data) + offset, bytes};
     }
     offset += bytes;
