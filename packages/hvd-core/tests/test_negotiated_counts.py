@@ -10,7 +10,6 @@ travel, and which way they took.
 
 from __future__ import annotations
 
-import itertools
 import threading
 
 import numpy as np
@@ -119,9 +118,11 @@ def test_changed_sizes_that_do_not_fit_are_negotiated_again() -> None:
     for per_step in run_cluster(_gather_steps, 3, args=(8,), env=env):
         rounds = [s["coordinator_rounds"] for s in per_step]
         # Sizes change at steps 2, 4 and 6 (rank 0's never do): those steps renegotiate (in two rounds:
-        # one drops the entry everywhere, the next brings rank 0's request), the others hit.
-        renegotiated = [b > a for a, b in itertools.pairwise(rounds)]
-        assert renegotiated == [False, True, False, True, False, True, False], rounds
+        # one drops the entry everywhere, the next brings rank 0's request), the others hit. Counted
+        # over all steps: each rank reads its counters when its own step is done, and a rank that
+        # finished first may already be in the next step's first round (negotiation records do not
+        # hold the ranks in step: negotiation/eager.h).
+        assert rounds[-1] - rounds[0] == 3 * 2, rounds
         assert per_step[-1]["cache_hits"] - per_step[0]["cache_hits"] == 4, per_step
     for per_step in run_cluster(_alltoall_steps, 3, args=(4,), env=env):
         hits = [s["cache_hits"] for s in per_step]

@@ -155,7 +155,7 @@ def case_cached_ops_sent_ahead() -> dict[str, object]:
     """Cached broadcasts and alltoalls too large for the negotiation's inline space, which a backend
     with eager messages sends ahead of negotiation: new data every call, every root, splits that
     change, a rank that comes late. Returns the engine's counters, for the backend's own checks."""
-    from horovod.common import state
+    from horovod.common.testing.probes import engine_stats
 
     hvd.init()
     n, rank = hvd.size(), hvd.rank()
@@ -175,7 +175,7 @@ def case_cached_ops_sent_ahead() -> dict[str, object]:
         pieces = [inputs[r][sum(splits[r][:rank]) : sum(splits[r][: rank + 1])] for r in range(n)]
         assert np.array_equal(got, np.concatenate(pieces)), f"alltoall call {call + 1}"
         assert list(received) == [splits[r][rank] for r in range(n)], received
-    return dict(state.context().engine.stats())
+    return engine_stats()
 
 
 def case_reducescatter(dtype_names: tuple[str, ...]) -> None:
