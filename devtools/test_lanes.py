@@ -6,15 +6,18 @@ The noxfile gives every default session one lane (its ``LANES``, as a ``lane-N``
 one ``nox -t lane-N`` process running its sessions in turn, and the lanes run side by side: one lane
 alone leaves a core idle half the time on a 2-core machine, while its tests wait on timeouts,
 sockets, the JVM or ssh. Their output is interleaved line by line, each line marked with its lane
-and the minutes since the start. The run ends with each lane's outcome, and fails if any lane
-failed. Interrupted (Ctrl-C, SIGTERM), it passes the signal on to every lane's process group and
-ends them, so that no session goes on running.
+and the minutes since the start. The run ends with what failed, again (each failure's error lines,
+pytest's short summaries and nox's failed commands: they are far up in a long log, and a log's
+tail may be all one sees of it), then each lane's outcome, and fails if any lane failed.
+Interrupted (Ctrl-C, SIGTERM), it passes the signal on to every lane's process group and ends
+them, so that no session goes on running.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -27,6 +30,17 @@ LANE_TAG = "lane-"
 # After passing an interruption on, how long the lanes get to end their sessions (tests tear down
 # network namespaces, Spark, Ray) before they are killed.
 STOP_GRACE_S = 60.0
+# Lines repeated at the end: from pytest's report of each failure, its header and its "E" lines (the
+# error and the values; at most ERROR_LINES_PER_TEST of them), then its short test summary (to the
+# session's last line), and nox's own word on a failed command or session.
+FAILURES_START = re.compile(r"^=+ (FAILURES|ERRORS) =+$")
+FAILURE_HEADER = re.compile(r"^_{3,} .+ _{3,}$")
+ERROR_LINE = re.compile(r"^E ")
+ERROR_LINES_PER_TEST = 12
+SUMMARY_START = re.compile(r"^=+ short test summary info =+$")
+SUMMARY_END = re.compile(r"^=+ .*(passed|failed|error|errors|skipped|deselected).* in [0-9.]+s.*=+$")
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+NOX_FAILURE = re.compile(r"^nox > (Command .* failed|Session .* (failed|aborted|interrupted))")
 
 
 def sessions_by_lane(nox: str, noxfile: str) -> dict[str, list[str]]:
@@ -52,6 +66,7 @@ class Lanes:
         self.print_lock = threading.Lock()
         self.processes: dict[str, subprocess.Popen[str]] = {}
         self.readers: list[threading.Thread] = []
+        self.failures: dict[str, list[str]] = {lane: [] for lane in lanes}
         for lane in lanes:
             process = subprocess.Popen(
                 [nox, "-f", noxfile, "-t", lane],
@@ -72,10 +87,27 @@ class Lanes:
         return f"{minutes:3d}:{seconds:02d}"
 
     def _copy(self, lane: str, stream: IO[str]) -> None:
+        section = ""  # "failures", "summary" or "" (elsewhere) in pytest's report
+        error_lines = 0
         for line in stream:
+            stamped = f"[{lane} {self._stamp()}] {line}"
             with self.print_lock:
-                sys.stdout.write(f"[{lane} {self._stamp()}] {line}")
+                sys.stdout.write(stamped)
                 sys.stdout.flush()
+            bare = ANSI_ESCAPE.sub("", line.rstrip("\n"))
+            if FAILURES_START.match(bare):
+                section = "failures"
+            elif SUMMARY_START.match(bare):
+                section = "summary"
+            keep = section == "summary" or bool(NOX_FAILURE.match(bare))
+            if section == "failures" and FAILURE_HEADER.match(bare):
+                keep, error_lines = True, 0
+            elif section == "failures" and ERROR_LINE.match(bare) and error_lines < ERROR_LINES_PER_TEST:
+                keep, error_lines = True, error_lines + 1
+            if keep:
+                self.failures[lane].append(stamped)
+            if section == "summary" and SUMMARY_END.match(bare):
+                section = ""
 
     def wait(self) -> dict[str, tuple[int, str]]:
         """Waits for every lane: {lane: (exit status, when it ended)}."""
@@ -122,6 +154,11 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, interrupted)
     ended = running.wait()
     failed = [lane for lane, (status, _) in ended.items() if status != 0]
+    failures = [line for lane in failed for line in running.failures[lane]]
+    if failures:
+        print("\nwhat failed (repeated from above):", flush=True)
+        sys.stdout.writelines(failures)
+        sys.stdout.flush()
     for lane, (status, at) in ended.items():
         outcome = "passed" if status == 0 else f"FAILED (nox exited with {status})"
         print(f"{lane} {outcome} at {at.strip()}: {', '.join(lanes[lane])}", flush=True)
