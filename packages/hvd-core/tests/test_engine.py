@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 import warnings
 
@@ -52,6 +53,33 @@ def test_a_burst_is_negotiated_once_its_caller_waits() -> None:
     for before, after in run_cluster(_burst_then_wait, 2, args=(50,), env={"HOROVOD_CYCLE_TIME": "3600000"}):
         assert after["backend_calls"]["allreduce"] - before["backend_calls"]["allreduce"] == 1, (before, after)
         assert after["fused_batches"] - before["fused_batches"] == 1, (before, after)
+
+
+def _cached_steps_in_lockstep(steps: int, submitted: threading.Barrier) -> tuple[dict, dict]:
+    hvd.init()
+    hvd.broadcast(np.zeros(4), root_rank=0, name="w")  # negotiated by the coordinator, then cached
+    before = _stats()
+    # The first cached step also takes whatever followed the coordinator's round (a cycle that a
+    # member still waiting for its result may start at once, and the others only with the next op).
+    for step in range(steps + 1):
+        handle = hvd.broadcast_async(np.full(4, float(hvd.rank() + step)), root_rank=0, name="w")
+        submitted.wait()  # every rank has it before any waits for it: it is ready in its first cycle
+        assert hvd.synchronize(handle).tolist() == [float(step)] * 4
+        if step == 0:
+            before = _stats()
+    return before, _stats()
+
+
+def test_a_cycle_whose_ops_all_ran_leaves_every_member_idle() -> None:
+    # Every member's work was cache hits that ran, so no member is busy after the cycle, and none
+    # cycles again before the next op (the cycle time is longer than the test: only a member that
+    # believed some rank still busy would). A quick cycle after each op could be under way on one
+    # member and not another when the next op comes, which then took two cycles.
+    submitted = threading.Barrier(2)
+    results = run_cluster(_cached_steps_in_lockstep, 2, args=(5, submitted), env={"HOROVOD_CYCLE_TIME": "3600000"})
+    for before, after in results:
+        assert after["cycles"] - before["cycles"] == 5, (before, after)
+        assert after["busy_cycles"] == before["busy_cycles"], (before, after)
 
 
 def _grouped_calls(count: int, elements: int) -> tuple[dict, dict]:

@@ -435,14 +435,15 @@ Status Engine::RunSet(ProcessSet& ps, StopWish wish, bool* stop, bool* anyone_bu
   CycleResult result;
   // Only the global set carries the shutdown flag: every rank sees it in the same cycle. It also
   // carries whether this rank has work anywhere, so that peers in other sets keep cycling.
-  bool busy = false;
+  bool work_elsewhere = false;
   if (ps.id == 0) {
     std::lock_guard<std::mutex> lk(mu_);
-    busy = !queue_.empty();
-    for (auto& kv : sets_) busy = busy || !kv.second->pending.empty();
+    work_elsewhere = !queue_.empty();
+    for (auto& kv : sets_) work_elsewhere = work_elsewhere || (kv.second.get() != &ps && !kv.second->pending.empty());
   }
   auto negotiation_start = std::chrono::steady_clock::now();
-  Status st = controller_.RunCycle(ps, ps.id == 0 ? wish : StopWish::kNone, busy, &result, &negotiation_stats_);
+  Status st =
+      controller_.RunCycle(ps, ps.id == 0 ? wish : StopWish::kNone, work_elsewhere, &result, &negotiation_stats_);
   if (ps.id == 0) {
     pacer_.Record(
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - negotiation_start));

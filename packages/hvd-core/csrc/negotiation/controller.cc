@@ -13,7 +13,9 @@ constexpr size_t kFlagsAt = 0;        // uint8 flags
 constexpr size_t kRequestLenAt = 4;   // uint32: bytes of new requests for the coordinator
 constexpr size_t kEagerSlotAt = 8;    // int32: the cache slot of this member's eager messages, or -1 (eager.h)
 constexpr size_t kBitmapsAt = 12;     // "have", "inline" and "gathered data" bits, one per cache slot
-constexpr uint8_t kShutdown = 1, kNeedCoordinator = 2, kJoined = 4, kBusy = 8, kFailed = 16;
+// kOnlyHits: all of the member's work is the cache hits in its bitmap (nothing queued, pending in
+// another set or with the coordinator), so it is done once they have run.
+constexpr uint8_t kShutdown = 1, kNeedCoordinator = 2, kJoined = 4, kBusy = 8, kFailed = 16, kOnlyHits = 32;
 
 bool IsCacheableType(OpType t) {
   return t == OpType::kAllreduce || t == OpType::kAllgather || t == OpType::kBroadcast || t == OpType::kAlltoall ||
@@ -87,6 +89,24 @@ std::vector<EagerChannel::Part> EagerParts(const Response& r, const TensorEntry&
 // Where a record's inline area starts, after its flags, lengths and bitmaps for `slots` cache slots.
 size_t InlineAt(int32_t slots) { return AlignUp(kBitmapsAt + 3 * (((size_t)slots + 7) / 8)); }
 
+// Whether some member still has work once the slots in `ran` have run: a member that was busy is
+// done only if all its work was cache hits (kOnlyHits) and each of them ran. Right after an op
+// completes, every member is then seen idle and cycles at the idle pace; cycling quickly instead
+// (while a caller was still counted as blocked on that op) started idle cycles that the next op,
+// submitted moments later, found under way on one member and not on another, so that it took a
+// second cycle (1.76 cycles per 256 KiB broadcast between two hosts, each after a barrier).
+bool StillBusy(const std::vector<uint8_t>& records, size_t record_size, int32_t n, int32_t slots,
+               const std::vector<bool>& ran) {
+  for (int32_t m = 0; m < n; ++m) {
+    const uint8_t* rec = &records[(size_t)m * record_size];
+    if (!(rec[kFlagsAt] & kBusy)) continue;
+    if (!(rec[kFlagsAt] & kOnlyHits)) return true;
+    for (int32_t s = 0; s < slots; ++s)
+      if (GetBit(rec + kBitmapsAt, s) && !ran[s]) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 size_t Controller::MostInline(int32_t n) const {
@@ -137,7 +157,8 @@ Request Controller::MakeRequest(const ProcessSet& ps, const TensorEntry& e, bool
   return r;
 }
 
-Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResult* out, NegotiationStats* stats) {
+Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool work_elsewhere, CycleResult* out,
+                            NegotiationStats* stats) {
   const int32_t n = ps.size();
   const int64_t now = NowMicros();
   ++stats->cycles;
@@ -200,7 +221,10 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
   record[kFlagsAt] =
       (uint8_t)((stop != StopWish::kNone ? kShutdown : 0) | (stop == StopWish::kStopFailed ? kFailed : 0) |
                 (!requests.empty() || !stall_error.empty() ? kNeedCoordinator : 0) | (ps.joined ? kJoined : 0) |
-                (busy || !ps.pending.empty() ? kBusy : 0));
+                (work_elsewhere || !ps.pending.empty() ? kBusy : 0) |
+                (!work_elsewhere && requests.empty() && stall_error.empty() && hits.size() == ps.pending.size()
+                     ? kOnlyHits
+                     : 0));
   uint32_t request_len = (uint32_t)encoded.size();
   std::memcpy(&record[kRequestLenAt], &request_len, 4);
   std::sort(hits.begin(), hits.end());
@@ -304,6 +328,7 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
   std::vector<int64_t> sent;  // a member's sizes read from its record (reused across members)
   size_t inline_wanted = 0;  // what this cycle's ready data would take inline (inline_space.h)
   out->responses.reserve(hits.size());
+  std::vector<bool> ran(slots, false);  // the slots whose op runs (or completes inline) this cycle
   for (int32_t s = 0; s < slots; ++s) {
     const Response& r = ps.cache.Get(s);
     const bool gathers = GathersData(r.type);
@@ -359,6 +384,7 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
       }
     }
     if (!someone || !everyone) continue;
+    ran[s] = true;
     ps.cache.Touch(s);
     ++stats->cache_hits;
     Response now = r;
@@ -407,6 +433,8 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResul
        : r.type == OpType::kAllgather ? stats->inline_allgathers
                                       : stats->inline_alltoalls);
   }
+  out->anyone_busy = StillBusy(out->records, record_size, n, slots, ran);
+  if (out->anyone_busy) ++stats->busy_cycles;
   ps.inline_space.Observe(inline_wanted, most_inline);
   if (ps.id == 0) stats->inline_space = ps.inline_space.Bytes((size_t)inline_bytes_);
   if (need_coordinator) {

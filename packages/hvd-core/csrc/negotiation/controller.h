@@ -45,7 +45,9 @@ struct CycleResult {
   std::vector<int32_t> shutdown_by;  // job ranks whose record asked for the shutdown
   std::vector<int32_t> failed_by;  // of those, the ones that stop because they failed
   std::string shutdown_error;
-  bool anyone_busy = false;  // some member had work pending (no member may slow its cycling down)
+  // Some member still has work once this cycle's ready ops have run (no member may slow its cycling
+  // down): work that was not ready, waits for the coordinator, or is outside the cycle's records.
+  bool anyone_busy = false;
 };
 
 struct NegotiationStats {
@@ -60,6 +62,7 @@ struct NegotiationStats {
   std::atomic<uint64_t> eager_sends{0};  // cached ops whose data this member sent ahead (eager.h)
   std::atomic<uint64_t> eager_drops{0};  // eager messages (to or from this member) whose slot changed first
   std::atomic<uint64_t> eager_record_cycles{0};  // cycles whose records went over the records channel
+  std::atomic<uint64_t> busy_cycles{0};  // cycles after which some member still had work (anyone_busy)
 };
 
 class Controller {
@@ -68,8 +71,9 @@ class Controller {
   // grow to over all the members' records together (inline_space.h).
   Controller(const Logger& log, int64_t inline_bytes, int64_t inline_max_bytes)
       : log_(log), inline_bytes_(inline_bytes), inline_max_bytes_(inline_max_bytes) {}
-  // `busy`: this rank has work pending anywhere (reported so that idle peers keep cycling).
-  Status RunCycle(ProcessSet& ps, StopWish stop, bool busy, CycleResult* out, NegotiationStats* stats);
+  // `work_elsewhere`: this rank has work outside `ps`'s pending entries (queued, or pending in other
+  // sets), reported with its own so that idle peers keep cycling.
+  Status RunCycle(ProcessSet& ps, StopWish stop, bool work_elsewhere, CycleResult* out, NegotiationStats* stats);
   // The largest record a member of `ps` may send: the records channel's space (eager.h).
   size_t MostRecordBytes(const ProcessSet& ps) const;
 
