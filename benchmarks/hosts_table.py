@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from stats import human_bytes, load_average, spread
+from stats import human_bytes, load_average, spread, summary
 
 HERE = Path(__file__).resolve().parent
 # Its own prefix and subnet: the test suites' clusters (hvdt, ...) may be up at the same time.
@@ -111,9 +111,40 @@ def counts_by_size(results: list[dict], count: Callable[[dict], int]) -> str:
     )
 
 
+def repetition_ratios(result: dict) -> list[float]:
+    """hvd/torch busbw of each repetition of one result: the same bytes and factor on both sides,
+    so the inverse ratio of its two times."""
+    return [t / h for h, t in zip(result["hvd"]["samples"], result["torch"]["samples"], strict=True)]
+
+
+def pooled_launches(launches: list[dict]) -> dict:
+    """Several launches of the sweep as one: each result's repetitions of every launch together (a
+    launch's repetitions alternate hvd and torch.distributed, so its pairs stay pairs), with each
+    launch's own median ratio kept as `launch_ratios`. A launch sees the machine in one state for
+    minutes; pooled, a cell no longer rests on a single one."""
+    pooled = {**launches[0], "launches": len(launches), "results": []}
+    for k, first in enumerate(launches[0]["results"]):
+        same = [launch["results"][k] for launch in launches]
+        pooled["results"].append(
+            {
+                **first,
+                **{side: summary([x for r in same for x in r[side]["samples"]]) for side in ("hvd", "torch")},
+                "launch_ratios": [statistics.median(repetition_ratios(r)) for r in same],
+                "load": ", ".join(r["load"] for r in same),
+            }
+        )
+    return pooled
+
+
 def hosts_table(data: dict) -> list[str]:
     """One row per collective and size: medians of each side, and the median of the repetitions' ratios."""
     results = data["results"]
+    launches = data.get("launches", 1)
+    ratio_spread = (
+        "[min..max] of the repetitions"
+        if launches == 1
+        else f"over the {launches} launches of the sweep, one after another, [lowest..highest launch's median]"
+    )
     torch_ops = sorted({r["torch_op"] for r in results if r["torch_op"]})
     rows = [
         (
@@ -136,7 +167,7 @@ def hosts_table(data: dict) -> list[str]:
         "op is done when every rank has its result (a broadcast's root returns before its receivers do).",
         "busbw = bytes / time x 2(n-1)/n for allreduce, x (n-1)/n for allgather, reducescatter and",
         "alltoall, x 1 for broadcast (bytes: each rank's input). hvd/torch: the median of the repetitions'",
-        "own busbw ratios [min..max], the figure that counts on this noisy machine. Out of place: hvd's",
+        f"own busbw ratios {ratio_spread}, the figure that counts on this noisy machine. Out of place: hvd's",
         "`hvd.allreduce` against torch's clone + all_reduce."
         + (f" torch's reducescatter: `{', '.join(torch_ops)}`." if torch_ops else ""),
         "",
@@ -145,22 +176,23 @@ def hosts_table(data: dict) -> list[str]:
     ]
     for r in results:
         bus_h, bus_t = (r["bytes"] / r[side]["median"] * r["busbw_factor"] for side in ("hvd", "torch"))
-        # Same bytes and factor on both sides: a repetition's busbw ratio is the inverse ratio of its times.
-        ratios = [t / h for h, t in zip(r["hvd"]["samples"], r["torch"]["samples"], strict=True)]
+        ratios = repetition_ratios(r)
+        low, high = (min(r["launch_ratios"]), max(r["launch_ratios"])) if launches > 1 else (min(ratios), max(ratios))
         rows.append(
             f"| {r['bench']} | {human_bytes(r['bytes'])} | {spread(r['hvd'])} | {spread(r['torch'])} | "
             f"{bus_h / 1e9:.3f} GB/s | {bus_t / 1e9:.3f} GB/s | "
-            f"{statistics.median(ratios):.2f} [{min(ratios):.2f}..{max(ratios):.2f}] | {r['load']} |"
+            f"{statistics.median(ratios):.2f} [{low:.2f}..{high:.2f}] | {r['load']} |"
         )
     return rows
 
 
-def hosts_section(tmp: str, args: list[str]) -> list[str]:
-    """run_all.py's part: the table, or one line saying why it was not measured."""
+def hosts_section(tmp: str, args: list[str], launches: int = 1) -> list[str]:
+    """run_all.py's part: the table (of `launches` launches of the sweep, pooled), or one line saying
+    why it was not measured."""
 
     def build() -> list[str]:
         before = load_average()
-        data = run_hosts(Path(tmp) / "hosts.json", args)
+        data = pooled_launches([run_hosts(Path(tmp) / f"hosts-{i}.json", args) for i in range(launches)])
         after = f"Load average 1m/5m before the cross-host run: {before}, after: {load_average()}."
         return [*hosts_table(data), "", after]
 

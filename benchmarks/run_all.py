@@ -405,6 +405,9 @@ def main() -> None:
     parser.add_argument(
         "--launch-pairs", type=int, default=TRAINING_LAUNCH_PAIRS, help="pairs of launches of the training benchmarks"
     )
+    parser.add_argument(
+        "--hosts-launches", type=int, default=1, help="launches of the sweep across hosts, their repetitions pooled"
+    )
     args = parser.parse_args()
     only = {name for asked in args.only or BENCHMARKS for name in (TENSORFLOW if asked == "tensorflow" else [asked])}
     sweep_args = ["--repeats", str(args.repeats)] + (["--max-bytes", str(args.max_bytes)] if args.max_bytes else [])
@@ -412,6 +415,7 @@ def main() -> None:
     asked = [f"--np {args.np}", *(f"--only {o}" for o in args.only or []), f"--repeats {args.repeats}"]
     asked += [f"--max-bytes {args.max_bytes}"] if args.max_bytes else []
     asked += [f"--launch-pairs {args.launch_pairs}"] if args.launch_pairs != TRAINING_LAUNCH_PAIRS else []
+    asked += [f"--hosts-launches {args.hosts_launches}"] if args.hosts_launches != 1 else []
     lines = [
         (
             f"Machine: {os.cpu_count()} cores, load average at start {load_average()}; "
@@ -433,7 +437,7 @@ def main() -> None:
             )
             lines += [*collectives_table(json.loads(out.read_text()), "over TCP (HOROVOD_GLOO_SHARED_MEMORY=0)"), ""]
         if "hosts" in only:  # two namespace hosts, one rank each (skipped, saying why, where they cannot run)
-            lines += [*hosts_section(tmp, sweep_args), ""]
+            lines += [*hosts_section(tmp, sweep_args, args.hosts_launches), ""]
             lines += [*hierarchical_section(tmp), ""]
         if "inline" in only:
             lines += [*inline_section(tmp), ""]
