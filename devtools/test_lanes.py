@@ -7,8 +7,8 @@ one ``nox -t lane-N`` process running its sessions in turn, and the lanes run si
 alone leaves a core idle half the time on a 2-core machine, while its tests wait on timeouts,
 sockets, the JVM or ssh. Their output is interleaved line by line, each line marked with its lane
 and the minutes since the start. The run ends with what failed, again (each failure's error lines,
-pytest's short summaries and nox's failed commands: they are far up in a long log, and a log's
-tail may be all one sees of it), then each lane's outcome, and fails if any lane failed.
+pytest's failed tests, sanitizer reports' top frames and nox's failed commands: they are far up in
+a long log, and a log's tail may be all one sees of it), then each lane's outcome, and fails if any lane failed.
 Interrupted (Ctrl-C, SIGTERM), it passes the signal on to every lane's process group and ends
 them, so that no session goes on running.
 """
@@ -31,16 +31,60 @@ LANE_TAG = "lane-"
 # network namespaces, Spark, Ray) before they are killed.
 STOP_GRACE_S = 60.0
 # Lines repeated at the end: from pytest's report of each failure, its header and its "E" lines (the
-# error and the values; at most ERROR_LINES_PER_TEST of them), then its short test summary (to the
-# session's last line), and nox's own word on a failed command or session.
+# error and the values; at most ERROR_LINES_PER_TEST of them), then the failed tests of its short
+# summary and its last line; from each sanitizer report, its headings and the top frames of each of
+# its stacks (SANITIZER_FRAMES, each line cut at DIGEST_LINE_CHARS: C++ frames run to thousands);
+# and nox's own word on a failed command or session.
 FAILURES_START = re.compile(r"^=+ (FAILURES|ERRORS) =+$")
 FAILURE_HEADER = re.compile(r"^_{3,} .+ _{3,}$")
 ERROR_LINE = re.compile(r"^E ")
 ERROR_LINES_PER_TEST = 12
 SUMMARY_START = re.compile(r"^=+ short test summary info =+$")
+SUMMARY_FAILURE = re.compile(r"^(FAILED|ERROR) ")
 SUMMARY_END = re.compile(r"^=+ .*(passed|failed|error|errors|skipped|deselected).* in [0-9.]+s.*=+$")
+SANITIZER_START = re.compile(r"(WARNING|ERROR): (Thread|Address|Leak)Sanitizer|runtime error:")
+SANITIZER_END = re.compile(r"^SUMMARY: \w+Sanitizer")
+STACK_FRAME = re.compile(r"^\s+#(\d+) ")
+SANITIZER_FRAMES = 6
+DIGEST_LINE_CHARS = 240
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 NOX_FAILURE = re.compile(r"^nox > (Command .* failed|Session .* (failed|aborted|interrupted))")
+
+
+class FailureDigest:
+    """Picks, line by line, what a session's output says about its failures (the lines above)."""
+
+    def __init__(self) -> None:
+        self.section = ""  # "failures", "summary", "sanitizer" or "" (elsewhere)
+        self.error_lines = 0
+
+    def keep(self, line: str) -> str | None:
+        """The line as it goes in the digest (cut short where long), or None when it stays out."""
+        bare = ANSI_ESCAPE.sub("", line.rstrip("\n"))
+        if FAILURES_START.match(bare):
+            self.section = "failures"
+        elif SUMMARY_START.match(bare):
+            self.section = "summary"
+        elif SANITIZER_START.search(bare):
+            self.section = "sanitizer"
+        keep = bool(NOX_FAILURE.match(bare))
+        if self.section == "failures" and FAILURE_HEADER.match(bare):
+            keep, self.error_lines = True, 0
+        elif self.section == "failures" and ERROR_LINE.match(bare) and self.error_lines < ERROR_LINES_PER_TEST:
+            keep, self.error_lines = True, self.error_lines + 1
+        elif self.section == "summary":
+            keep = keep or bool(SUMMARY_FAILURE.match(bare))
+            if SUMMARY_END.match(bare):
+                keep = keep or "failed" in bare or "error" in bare
+                self.section = ""
+        elif self.section == "sanitizer":
+            frame = STACK_FRAME.match(bare)
+            keep = keep or (int(frame.group(1)) < SANITIZER_FRAMES if frame else bool(bare.strip()))
+            if SANITIZER_END.match(bare):
+                self.section = ""
+        if not keep:
+            return None
+        return bare[:DIGEST_LINE_CHARS] + ("..." if len(bare) > DIGEST_LINE_CHARS else "") + "\n"
 
 
 def sessions_by_lane(nox: str, noxfile: str) -> dict[str, list[str]]:
@@ -87,27 +131,15 @@ class Lanes:
         return f"{minutes:3d}:{seconds:02d}"
 
     def _copy(self, lane: str, stream: IO[str]) -> None:
-        section = ""  # "failures", "summary" or "" (elsewhere) in pytest's report
-        error_lines = 0
+        digest = FailureDigest()
         for line in stream:
-            stamped = f"[{lane} {self._stamp()}] {line}"
+            stamp = f"[{lane} {self._stamp()}] "
             with self.print_lock:
-                sys.stdout.write(stamped)
+                sys.stdout.write(stamp + line)
                 sys.stdout.flush()
-            bare = ANSI_ESCAPE.sub("", line.rstrip("\n"))
-            if FAILURES_START.match(bare):
-                section = "failures"
-            elif SUMMARY_START.match(bare):
-                section = "summary"
-            keep = section == "summary" or bool(NOX_FAILURE.match(bare))
-            if section == "failures" and FAILURE_HEADER.match(bare):
-                keep, error_lines = True, 0
-            elif section == "failures" and ERROR_LINE.match(bare) and error_lines < ERROR_LINES_PER_TEST:
-                keep, error_lines = True, error_lines + 1
-            if keep:
-                self.failures[lane].append(stamped)
-            if section == "summary" and SUMMARY_END.match(bare):
-                section = ""
+            kept = digest.keep(line)
+            if kept is not None:
+                self.failures[lane].append(stamp + kept)
 
     def wait(self) -> dict[str, tuple[int, str]]:
         """Waits for every lane: {lane: (exit status, when it ended)}."""

@@ -123,4 +123,11 @@ int EagerRelease(hvd_comm* comm, int32_t channel, int32_t peer) {
   return Guarded(comm, "eager receive", [&] { receive.buffer->recv(peer, EagerSlot(channel)); });
 }
 
+void EagerClose(hvd_comm* comm) {
+  if (comm->eager.empty()) return;
+  for (int32_t p = 0; p < comm->size; ++p)
+    if (p != comm->rank) comm->context->getPair(p).reset();
+  comm->eager.clear();
+}
+
 }  // namespace hvd_gloo

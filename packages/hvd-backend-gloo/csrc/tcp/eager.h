@@ -46,4 +46,13 @@ int EagerWaitSent(hvd_comm* comm, int32_t channel, int32_t peer);
 int EagerReceive(hvd_comm* comm, int32_t channel, int32_t peer, const void** data);
 int EagerRelease(hvd_comm* comm, int32_t channel, int32_t peer);
 
+// Before the communicator is destroyed: closes its TCP pairs, then frees the eager space. The
+// receives are always posted, so a peer that leaves first has Gloo's device thread signal its
+// departure to them, and that can happen while this member frees them. Gloo makes the buffer's
+// destructor wait for that thread through a use count inside libgloo, which ThreadSanitizer
+// cannot see (libgloo is not instrumented); closing a pair first (Gloo's own soft close, as its
+// destructor does: data already sent is still delivered) takes the pair's lock and stops the
+// device thread from calling into it, an ordering that holds and that ThreadSanitizer sees.
+void EagerClose(hvd_comm* comm);
+
 }  // namespace hvd_gloo
