@@ -6,6 +6,9 @@ they reach a backend; these tests cover the rest (see _abi.py for the harness).
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pytest
 
@@ -289,6 +292,36 @@ def test_eager_messages_reach_every_peer_in_order_on_each_channel(size: int, mon
         assert comm.barrier() == _abi.OK, comm.last_error
 
     _abi.run_members(size, member)
+
+
+def test_eager_messages_a_departed_peer_sent_are_still_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A peer that has sent its last messages and destroyed its communicator (a member of a removed
+    # process set, after the set's last cycle) closes the connection while the others still take
+    # and release those messages. Releasing one posts its receive again, which the closed
+    # connection refuses: that must not fail the release of a message that arrived, only a
+    # receive that waits for a message the peer can no longer send.
+    monkeypatch.setenv("HOROVOD_GLOO_SHARED_MEMORY", "0")
+    departed = threading.Event()
+    messages = [np.arange(64, dtype=np.uint8) + 1, np.arange(64, dtype=np.uint8) + 2]
+
+    def member(comm: _abi.Comm) -> None:
+        assert comm.eager_open(1024) == _abi.OK, comm.last_error
+        if comm.rank == 1:
+            for buf in messages:  # both fit in the receives kept posted for this peer
+                assert comm.eager_send(buf, 0) == _abi.OK, comm.last_error
+                assert comm.eager_wait_sent(0) == _abi.OK, comm.last_error
+            comm.destroy()
+            departed.set()
+            return
+        assert departed.wait(30)
+        time.sleep(0.5)  # for Gloo's device thread to read the closed connection
+        for buf in messages:
+            assert comm.eager_receive(1, buf.nbytes) == (_abi.OK, buf.tobytes()), comm.last_error
+            assert comm.eager_release(1) == _abi.OK, comm.last_error
+        assert comm.eager_receive(1, 8)[0] == _abi.PEER_LOST
+        assert "rank 0 of 2" in comm.last_error and "lost the connection" in comm.last_error, comm.last_error
+
+    _abi.run_members(2, member)
 
 
 def test_eager_misuse_is_refused_with_what_is_wrong(monkeypatch: pytest.MonkeyPatch) -> None:

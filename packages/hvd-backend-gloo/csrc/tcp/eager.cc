@@ -100,6 +100,7 @@ int EagerReceive(hvd_comm* comm, int32_t channel, int32_t peer, const void** dat
   if (!eager->arrived[peer]) {
     int rc = Guarded(comm, "eager receive", [&] {
       comm->waiting_on = {peer};
+      if (receive.unposted) std::rethrow_exception(receive.unposted);
       receive.buffer->waitRecv(comm->timeout);
     });
     if (rc != HVD_OK) return rc;
@@ -120,7 +121,14 @@ int EagerRelease(hvd_comm* comm, int32_t channel, int32_t peer) {
   eager->arrived[peer] = false;
   EagerSpace::Receive& receive = eager->receives[peer][eager->oldest[peer]];
   eager->oldest[peer] = (eager->oldest[peer] + 1) % EagerSpace::kPerPeer;  // posted again, it is now the newest
-  return Guarded(comm, "eager receive", [&] { receive.buffer->recv(peer, EagerSlot(channel)); });
+  return Guarded(comm, "eager receive", [&] {
+    receive.unposted = nullptr;
+    try {
+      receive.buffer->recv(peer, EagerSlot(channel));
+    } catch (...) {
+      receive.unposted = std::current_exception();  // reported by the next receive here (eager.h)
+    }
+  });
 }
 
 void EagerClose(hvd_comm* comm) {

@@ -17,6 +17,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <vector>
 
@@ -32,6 +33,12 @@ struct EagerSpace {
   struct Receive {
     std::unique_ptr<uint8_t[]> space;  // where the message lands
     std::unique_ptr<gloo::transport::UnboundBuffer> buffer;  // always posted, but while held
+    // Why posting it again after a release failed: the peer's connection is gone. That is no
+    // failure of the message just released, and none at all when no further message is awaited
+    // (a peer that ran its last cycle of a communicator and destroyed it, as members of a removed
+    // process set do, closes the connection while the others release its last message); the
+    // receive that waits here next reports it.
+    std::exception_ptr unposted;
   };
   size_t bytes = 0;  // per receive
   std::vector<std::array<Receive, kPerPeer>> receives;  // per peer
