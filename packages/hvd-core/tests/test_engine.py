@@ -82,6 +82,17 @@ def test_a_cycle_whose_ops_all_ran_leaves_every_member_idle() -> None:
         assert after["busy_cycles"] == before["busy_cycles"], (before, after)
 
 
+def test_a_caller_about_to_wait_runs_the_cycle_itself() -> None:
+    # The engine's loop is between cycles when each step's caller synchronizes (the cycle time is
+    # longer than the test, and the caller never rings the loop before it offers its thread), so
+    # the caller runs the step's cycle: no thread hand-off to the loop and back.
+    submitted = threading.Barrier(2)
+    results = run_cluster(_cached_steps_in_lockstep, 2, args=(5, submitted), env={"HOROVOD_CYCLE_TIME": "3600000"})
+    for before, after in results:
+        assert after["helped_cycles"] - before["helped_cycles"] == 5, (before, after)
+        assert after["cycles"] - before["cycles"] == 5, (before, after)
+
+
 def _grouped_calls(count: int, elements: int) -> tuple[dict, dict]:
     hvd.init()
     before = _stats()

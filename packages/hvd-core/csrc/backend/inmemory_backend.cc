@@ -46,7 +46,7 @@ struct Slot {
 };
 
 struct Group {
-  explicit Group(int n) : size(n), slots(n), arrivals(n, 0) {}
+  explicit Group(int n) : size(n), slots(n), arrivals(n, 0), departed(n, false) {}
   const int size;
   std::mutex mu;
   std::condition_variable cv;
@@ -59,7 +59,9 @@ struct Group {
   // The engine sends a peer at most two messages it has not released, on each channel.
   std::vector<size_t> eager_bytes;  // per channel
   std::vector<std::vector<std::deque<std::vector<uint8_t>>>> mail;
-  int eager_waiting = 0;  // members waiting in eager_receive
+  // Per member: destroyed its communicator. A peer's messages sent before that are still taken;
+  // only a wait for one that member can no longer send fails.
+  std::vector<bool> departed;
   bool broken = false;
   std::string broken_reason;
 };
@@ -174,13 +176,16 @@ int CreateComm(const hvd_comm_config_v1* config, const hvd_store_v1* store, hvd_
 void DestroyComm(hvd_comm* c) {
   if (!c) return;
   {
-    // Peers still waiting on this member would otherwise wait for the full timeout.
+    // Peers still waiting on this member would otherwise wait for the full timeout: those in a
+    // collective, and those waiting for a message from it (not those waiting for another peer's,
+    // which may be on its way).
     std::lock_guard<std::mutex> lk(c->group->mu);
-    if ((c->group->arrived > 0 || c->group->eager_waiting > 0) && !c->group->broken) {
+    c->group->departed[c->rank] = true;
+    if (c->group->arrived > 0 && !c->group->broken) {
       c->group->broken = true;
       c->group->broken_reason = "rank " + std::to_string(c->rank) + " left the communicator";
-      c->group->cv.notify_all();
     }
+    c->group->cv.notify_all();
   }
   delete c;
 }
@@ -354,16 +359,17 @@ int EagerReceive(hvd_comm* c, int32_t channel, int32_t peer, const void** data) 
   std::unique_lock<std::mutex> lk(g.mu);
   auto* box = Mailbox(c, "eager receive", channel, peer, c->rank);
   if (!box) return HVD_ERR_INVALID_ARGUMENT;
-  ++g.eager_waiting;
-  const bool arrived =
-      g.cv.wait_for(lk, std::chrono::milliseconds(c->timeout_ms), [&] { return !box->empty() || g.broken; });
-  --g.eager_waiting;
+  const bool arrived = g.cv.wait_for(lk, std::chrono::milliseconds(c->timeout_ms),
+                                     [&] { return !box->empty() || g.broken || g.departed[peer]; });
   if (!arrived) {
     return Fail(c, HVD_ERR_TIMEOUT,
                 "in-memory eager receive on rank " + std::to_string(c->rank) + " timed out waiting for rank " +
                     std::to_string(peer));
   }
-  if (box->empty()) return Fail(c, HVD_ERR_PEER_LOST, g.broken_reason);
+  if (box->empty()) {
+    return Fail(c, HVD_ERR_PEER_LOST,
+                g.broken ? g.broken_reason : "rank " + std::to_string(peer) + " left the communicator");
+  }
   *data = box->front().data();
   return HVD_OK;
 }

@@ -101,6 +101,7 @@ void BindEngine(nb::module_& m) {
         d["eager_drops"] = n.eager_drops.load();
         d["eager_record_cycles"] = n.eager_record_cycles.load();
         d["busy_cycles"] = n.busy_cycles.load();
+        d["helped_cycles"] = n.helped_cycles.load();
         d["tensors"] = x.tensors.load();
         d["fused_batches"] = x.fused_batches.load();
         d["declined_buffer_calls"] = x.declined_buffer_calls.load();

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <vector>
 
 #include "core/common.h"
@@ -18,8 +19,9 @@ namespace hvdcore {
 // What an engine's loop learns from its callers: how many are blocked waiting for a result, and a
 // wake-up as soon as one starts to. While a caller is blocked, its core is free for the engine to
 // cycle quickly (engine/cycle_pacer.h), and whatever it submitted before is all there is for now,
-// so the engine need not wait for more (Engine::AwaitWork). Shared by the engine and its handles,
-// which may outlive it.
+// so the engine need not wait for more (Engine::AwaitWork). Through it, too, a caller about to
+// block first offers its own thread for the cycle its work needs (Engine::HelpWithCycle). Shared
+// by the engine and its handles, which may outlive it.
 class CallerBell {
  public:
   int blocked() const { return blocked_.load(std::memory_order_relaxed); }
@@ -33,18 +35,35 @@ class CallerBell {
     if (wake_) wake_();
   }
   void CallerResumes() { blocked_.fetch_sub(1, std::memory_order_relaxed); }
-  // The engine rings its loop through `wake` from construction until destruction.
-  void Attach(std::function<void()> wake) {
-    std::lock_guard<std::mutex> lk(mu_);
-    wake_ = std::move(wake);
+  // A caller that runs a cycle for its work counts as blocked meanwhile (the pace after that cycle
+  // is a blocked caller's), without ringing: it is the one that would have been woken.
+  void CallerHelps() { blocked_.fetch_add(1, std::memory_order_relaxed); }
+  // Runs the engine's helper (see Attach): true when it ran a cycle on this thread.
+  bool Help() {
+    std::shared_lock<std::shared_mutex> lk(help_mu_);
+    return help_ && help_();
   }
-  void Detach() { Attach(nullptr); }
+  // The engine rings its loop through `wake`, and lets waiting callers run a cycle through `help`,
+  // from construction until destruction.
+  void Attach(std::function<void()> wake, std::function<bool()> help) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      wake_ = std::move(wake);
+    }
+    std::unique_lock<std::shared_mutex> lk(help_mu_);  // waits for a cycle a caller is running
+    help_ = std::move(help);
+  }
+  void Detach() { Attach(nullptr, nullptr); }
 
  private:
   std::atomic<int> blocked_{0};
   std::atomic<uint64_t> rings_{0};
   std::mutex mu_;  // orders ringing against Detach(): no wake-up reaches a destroyed engine
   std::function<void()> wake_;
+  // Orders helping against Detach() likewise. Not mu_: a cycle completes operations, and their
+  // callbacks may submit more, which rings.
+  std::shared_mutex help_mu_;
+  std::function<bool()> help_;
 };
 
 class HandleState {
@@ -62,6 +81,10 @@ class HandleState {
   // Callers release the GIL first.
   bool WaitInterruptibly(std::chrono::microseconds slice, const std::function<bool()>& interrupted) {
     if (poll()) return true;
+    // The cycle this operation waits for, run here when the engine is between cycles: it spares
+    // the engine's thread a wake-up and this one another (each a context switch, tens of
+    // microseconds on a virtual machine, and more while the cores are busy).
+    if (bell_ && bell_->Help() && poll()) return true;
     if (bell_) bell_->CallerBlocks();
     bool done = false;
     {

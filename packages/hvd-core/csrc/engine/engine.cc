@@ -22,15 +22,18 @@ Engine::Engine(EngineConfig config, std::shared_ptr<Backend> backend, std::share
                   Complete(ps, std::move(e), std::move(s));
                 }),
       cycle_(std::max<int64_t>(1, (int64_t)(config_.cycle_time_ms * 1000))),
-      pacer_(cycle_) {
-  bell_->Attach([this] {
-    std::lock_guard<std::mutex> lk(mu_);
-    cv_.notify_one();
-  });
+      pacer_(cycle_),
+      idle_wait_(cycle_) {
+  bell_->Attach(
+      [this] {
+        std::lock_guard<std::mutex> lk(mu_);
+        cv_.notify_one();
+      },
+      [this] { return HelpWithCycle(); });
 }
 
 Engine::~Engine() {
-  bell_->Detach();  // handles outlive the engine; their callers must no longer wake it
+  bell_->Detach();  // handles outlive the engine: their callers must no longer wake it or help it
   Shutdown();
 }
 
@@ -333,11 +336,11 @@ void Engine::Complete(ProcessSet& ps, std::unique_ptr<TensorEntry> e, Status sta
 // an idle job does not keep cores busy; any work, on any rank, brings them back to full speed.
 constexpr int64_t kMaxIdleCycleMultiple = 16;
 
-void Engine::AwaitWork(std::unique_lock<std::mutex>& lk, std::chrono::microseconds wait) {
+void Engine::AwaitWork(std::unique_lock<std::mutex>& lk, std::chrono::microseconds wait, uint64_t seen) {
   const auto idle_deadline = std::chrono::steady_clock::now() + wait;
   loop_waiting_ = true;
   bool watched = false;
-  while (!shutdown_requested_) {
+  while (!shutdown_requested_ && !stopped_.load() && iterations_.load() == seen) {
     const auto now = std::chrono::steady_clock::now();
     if (queue_.empty()) {
       if (now >= idle_deadline) break;
@@ -354,10 +357,12 @@ void Engine::AwaitWork(std::unique_lock<std::mutex>& lk, std::chrono::microsecon
       // for that, awake, saves a second wake-up of this thread, which costs tens of microseconds
       // (more on a virtual machine). A burst keeps submitting past it, and the loop then sleeps.
       watched = true;
-      lk.unlock();
+      const uint64_t rings = rings_at_first_enqueue_;  // a helping caller may drain the queue, and
+      lk.unlock();                                      // the next submission set it anew
       const auto until = std::min(work_deadline, now + kWatchForCaller);
-      // Yielding, not spinning: the caller may need this very core to get there.
-      while (bell_->rings() == rings_at_first_enqueue_ && std::chrono::steady_clock::now() < until)
+      // Yielding, not spinning: the caller may need this very core to get there. A caller that
+      // runs the cycle itself (HelpWithCycle) ends the watch too.
+      while (bell_->rings() == rings && !helping_.load() && std::chrono::steady_clock::now() < until)
         std::this_thread::yield();
       lk.lock();
       continue;
@@ -368,58 +373,30 @@ void Engine::AwaitWork(std::unique_lock<std::mutex>& lk, std::chrono::microsecon
 }
 
 void Engine::Loop() {
-  auto idle_wait = cycle_;
-  Status failure;
-  bool stop = false;
-  StopCause cause = StopCause::kThisRank;
-  while (!stop) {
-    std::vector<ProcessSet*> active;
-    StopWish wish;
+  while (!stopped_.load()) {
+    const uint64_t seen = iterations_.load();
+    std::chrono::microseconds wait;
+    {
+      std::lock_guard<std::mutex> cycle(cycle_mu_);
+      wait = idle_wait_;
+    }
     {
       std::unique_lock<std::mutex> lk(mu_);
-      AwaitWork(lk, idle_wait);
-      while (!queue_.empty()) {
-        std::unique_ptr<TensorEntry> e = std::move(queue_.front());
-        queue_.pop_front();
-        ProcessSet* ps = FindSet(e->process_set_id);
-        if (!ps) {  // removed between enqueue and now
-          lk.unlock();
-          e->handle->Complete(
-              Status::InvalidArgument("process set " + std::to_string(e->process_set_id) + " was removed"));
-          lk.lock();
-          continue;
-        }
-        if (timeline_.active()) {
-          std::string activity = std::string("NEGOTIATE_") + OpTypeName(e->type);
-          for (char& c : activity) c = (char)toupper(c);
-          timeline_.Begin(e->name, activity, e->enqueued_us);
-        }
-        if (e->type == OpType::kJoin) ps->joined = true;
-        e->pending_since_us = NowMicros();
-        ps->arrival.push_back(e->name);
-        ps->pending[e->name] = std::move(e);
-      }
-      wish = !shutdown_requested_ ? StopWish::kNone : deferred_failure_.ok() ? StopWish::kStop : StopWish::kStopFailed;
-      for (auto& kv : sets_)
-        if (kv.second->member()) active.push_back(kv.second.get());
+      AwaitWork(lk, wait, seen);
     }
-    timeline_.MarkCycle();
-    bool anyone_busy = false;
-    for (ProcessSet* ps : active) {
-      failure = RunSet(*ps, wish, &stop, &anyone_busy, &cause);
-      if (stop || !failure.ok()) {
-        stop = true;
-        break;
-      }
-    }
-    if (!anyone_busy) {
-      idle_wait = std::min(std::max(idle_wait, cycle_) * 2, cycle_ * kMaxIdleCycleMultiple);
-    } else {  // quicker cycles only while a caller waits: otherwise they would take its core
-      idle_wait = bell_->blocked() > 0 ? pacer_.BusyWait() : cycle_;
-    }
-    std::lock_guard<std::mutex> lk(mu_);
-    for (int32_t id : sets_to_remove_) sets_.erase(id);
-    sets_to_remove_.clear();
+    std::lock_guard<std::mutex> cycle(cycle_mu_);
+    // A caller ran an iteration meanwhile (HelpWithCycle): the next one is paced from there.
+    if (stopped_.load() || iterations_.load() != seen) continue;
+    cycle_owner_ = std::this_thread::get_id();
+    RunIteration();
+    cycle_owner_ = std::thread::id();
+  }
+  Status failure;
+  StopCause cause;
+  {
+    std::lock_guard<std::mutex> cycle(cycle_mu_);
+    failure = failure_;
+    cause = cause_;
   }
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -429,6 +406,92 @@ void Engine::Loop() {
     }
   }
   FailEverything(failure.ok() ? Status::Aborted("Horovod has been shut down") : failure, cause);
+}
+
+bool Engine::RunIteration() {
+  std::vector<ProcessSet*> active;
+  StopWish wish;
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    while (!queue_.empty()) {
+      std::unique_ptr<TensorEntry> e = std::move(queue_.front());
+      queue_.pop_front();
+      ProcessSet* ps = FindSet(e->process_set_id);
+      if (!ps) {  // removed between enqueue and now
+        lk.unlock();
+        e->handle->Complete(
+            Status::InvalidArgument("process set " + std::to_string(e->process_set_id) + " was removed"));
+        lk.lock();
+        continue;
+      }
+      if (timeline_.active()) {
+        std::string activity = std::string("NEGOTIATE_") + OpTypeName(e->type);
+        for (char& c : activity) c = (char)toupper(c);
+        timeline_.Begin(e->name, activity, e->enqueued_us);
+      }
+      if (e->type == OpType::kJoin) ps->joined = true;
+      e->pending_since_us = NowMicros();
+      ps->arrival.push_back(e->name);
+      ps->pending[e->name] = std::move(e);
+    }
+    wish = !shutdown_requested_ ? StopWish::kNone : deferred_failure_.ok() ? StopWish::kStop : StopWish::kStopFailed;
+    for (auto& kv : sets_)
+      if (kv.second->member()) active.push_back(kv.second.get());
+  }
+  timeline_.MarkCycle();
+  bool anyone_busy = false;
+  bool stop = false;
+  Status failure;
+  for (ProcessSet* ps : active) {
+    failure = RunSet(*ps, wish, &stop, &anyone_busy, &cause_);
+    if (stop || !failure.ok()) {
+      stop = true;
+      break;
+    }
+  }
+  if (!anyone_busy) {
+    idle_wait_ = std::min(std::max(idle_wait_, cycle_) * 2, cycle_ * kMaxIdleCycleMultiple);
+  } else {  // quicker cycles only while a caller waits: otherwise they would take its core
+    idle_wait_ = bell_->blocked() > 0 ? pacer_.BusyWait() : cycle_;
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (int32_t id : sets_to_remove_) sets_.erase(id);
+    sets_to_remove_.clear();
+  }
+  if (stop) {
+    failure_ = failure;
+    stopped_ = true;
+  }
+  ++iterations_;
+  return anyone_busy;
+}
+
+bool Engine::HelpWithCycle() {
+  // Not from the thread already running an iteration (an operation's completion callback).
+  if (cycle_owner_.load() == std::this_thread::get_id()) return false;
+  std::unique_lock<std::mutex> cycle(cycle_mu_, std::try_to_lock);
+  if (!cycle.owns_lock() || stopped_.load()) return false;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    // Nothing queued: this caller's work is already being negotiated, and the loop paces that.
+    // Shutting down: the loop's own iteration carries it.
+    if (queue_.empty() || shutdown_requested_) return false;
+  }
+  cycle_owner_ = std::this_thread::get_id();
+  helping_ = true;
+  bell_->CallerHelps();
+  const bool anyone_busy = RunIteration();
+  ++negotiation_stats_.helped_cycles;
+  bell_->CallerResumes();
+  helping_ = false;
+  cycle_owner_ = std::thread::id();
+  // The loop waits on the pace it saw before; work left (or the stop) needs it sooner.
+  if (anyone_busy || stopped_.load()) {
+    std::lock_guard<std::mutex> lk(mu_);
+    cv_.notify_one();
+  }
+  return true;
 }
 
 Status Engine::RunSet(ProcessSet& ps, StopWish wish, bool* stop, bool* anyone_busy, StopCause* cause) {

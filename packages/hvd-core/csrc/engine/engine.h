@@ -1,7 +1,9 @@
 // The engine: one per process by default, several in one process in tests.
 //
 // Callers enqueue operations and get handles; one background thread (no Python on it) drains the
-// queue, runs negotiation for each process set it belongs to, and executes what is ready. The
+// queue, runs negotiation for each process set it belongs to, and executes what is ready. A caller
+// that starts to wait while that thread is between cycles runs the cycle itself instead
+// (HelpWithCycle): one thread at a time runs the loop's iterations, whichever it is. The
 // thread starts a cycle once a caller waits for submitted work, or one cycle time after the work
 // arrived (AwaitWork); otherwise it takes part in a cycle every HOROVOD_CYCLE_TIME
 // while any rank has work pending (so such peers never wait on it longer than that), sooner when
@@ -9,6 +11,7 @@
 // down to one cycle every 16 cycle times, while the whole job is idle.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -111,11 +114,23 @@ class Engine {
   // everything it will for now. (A caller that polls instead, or a backward pass that submits
   // while it computes, sees its work start within one cycle time, as Horovod's loop, which sleeps
   // out each cycle, does.)
-  void AwaitWork(std::unique_lock<std::mutex>& lk, std::chrono::microseconds wait);
+  // Also returns once an iteration ran elsewhere after the `seen`-th (a caller's, which set the
+  // pace anew) or the loop stopped.
+  void AwaitWork(std::unique_lock<std::mutex>& lk, std::chrono::microseconds wait, uint64_t seen);
   static constexpr std::chrono::microseconds kWatchForCaller{50};
   // Why the loop stopped: it decides what the error says and whether the launcher is asked.
   enum class StopCause { kThisRank, kStall, kPeerShutdown, kTransport };
   Status RunSet(ProcessSet& ps, StopWish wish, bool* stop, bool* anyone_busy, StopCause* cause);
+  // One iteration of the loop, with cycle_mu_ held: takes what was submitted, runs a cycle of every
+  // process set this rank is in, and sets the wait before the next. Returns whether anyone still
+  // has work.
+  bool RunIteration();
+  // A caller's offer, as it starts to wait (CallerBell::Help): when the loop is between cycles and
+  // operations are queued, runs the iteration that takes them on this thread, which is what the
+  // caller's blocking would have woken the loop for. Returns whether it ran one. At most one: a
+  // caller whose work then still waits on peers waits as before, within reach of its signals,
+  // while the loop paces the cycles.
+  bool HelpWithCycle();
   Status ExecuteCycle(ProcessSet& ps, CycleResult& result);
   Status Connect(ProcessSet& ps);
   // Creates a communicator of `ranks` in which this rank is member `my_index`, keys under `key`.
@@ -143,8 +158,19 @@ class Engine {
   Controller controller_;
   Executor executor_;
   const std::chrono::microseconds cycle_;  // HOROVOD_CYCLE_TIME
-  CyclePacer pacer_;  // touched only by the loop
   std::shared_ptr<CallerBell> bell_ = std::make_shared<CallerBell>();
+
+  // Held by the thread running an iteration (the loop's or a helping caller's); guards what only
+  // iterations touch: the pace, the stop, and the process sets' negotiation state.
+  std::mutex cycle_mu_;
+  CyclePacer pacer_;
+  std::chrono::microseconds idle_wait_;  // before the next iteration while nothing is submitted
+  Status failure_;  // of the iteration that stopped the loop
+  StopCause cause_ = StopCause::kThisRank;
+  std::atomic<uint64_t> iterations_{0};
+  std::atomic<bool> stopped_{false};  // an iteration stopped the loop: it ends and fails what is left
+  std::atomic<bool> helping_{false};  // a caller is running an iteration (the loop stops watching)
+  std::atomic<std::thread::id> cycle_owner_{};  // who holds cycle_mu_: its callbacks must not help
 
   std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
