@@ -90,6 +90,14 @@ int Arrive(hvd_comm* c, const char* what) {
   Group& g = *c->group;
   std::unique_lock<std::mutex> lk(g.mu);
   if (g.broken) return Fail(c, HVD_ERR_PEER_LOST, g.broken_reason);
+  for (int r = 0; r < g.size; ++r) {
+    if (g.departed[r]) {  // it will never arrive (one that left mid-collective broke the group then)
+      g.broken = true;
+      g.broken_reason = "rank " + std::to_string(r) + " left the communicator";
+      g.cv.notify_all();
+      return Fail(c, HVD_ERR_PEER_LOST, g.broken_reason);
+    }
+  }
   uint64_t gen = g.generation;
   g.arrivals[c->rank] = gen + 1;
   if (++g.arrived == g.size) {

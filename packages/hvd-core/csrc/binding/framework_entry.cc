@@ -1,6 +1,7 @@
 // The C entry point for native framework code (horovod/hvd_framework.h): submissions from
 // framework kernels reach the engine that horovod.common's init() published here, and complete
-// through a C callback on the engine's thread, with no Python and no waiting thread on the way.
+// through a C callback on the thread running the engine's cycle, with no Python and no waiting
+// thread on the way.
 #include <nanobind/nanobind.h>
 
 #include <algorithm>

@@ -68,8 +68,9 @@ class CallerBell {
 
 class HandleState {
  public:
-  // Called once, on the engine's thread, right after completion (results and status are set): how
-  // native framework kernels (binding/framework_entry.cc) learn of it without a thread waiting.
+  // Called once, on the thread running the engine's cycle (Engine::HelpWithCycle), right after
+  // completion (results and status are set): how native framework kernels
+  // (binding/framework_entry.cc) learn of it without a thread waiting.
   using OnComplete = std::function<void(HandleState&)>;
 
   explicit HandleState(std::shared_ptr<CallerBell> bell = nullptr, OnComplete on_complete = nullptr)

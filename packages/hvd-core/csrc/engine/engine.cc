@@ -377,8 +377,11 @@ void Engine::Loop() {
     const uint64_t seen = iterations_.load();
     std::chrono::microseconds wait;
     {
+      // From the end of the last iteration, whichever thread ran it.
       std::lock_guard<std::mutex> cycle(cycle_mu_);
-      wait = idle_wait_;
+      const auto since =
+          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - last_iteration_end_);
+      wait = std::max(idle_wait_ - since, std::chrono::microseconds(0));
     }
     {
       std::unique_lock<std::mutex> lk(mu_);
@@ -463,6 +466,7 @@ bool Engine::RunIteration() {
     failure_ = failure;
     stopped_ = true;
   }
+  last_iteration_end_ = std::chrono::steady_clock::now();
   ++iterations_;
   return anyone_busy;
 }
@@ -472,12 +476,24 @@ bool Engine::HelpWithCycle() {
   if (cycle_owner_.load() == std::this_thread::get_id()) return false;
   std::unique_lock<std::mutex> cycle(cycle_mu_, std::try_to_lock);
   if (!cycle.owns_lock() || stopped_.load()) return false;
+  // Only where the global set's records travel as eager messages (Gloo over TCP, the in-memory
+  // backend): there a cycle's waits are bounded by the backend's timeout, and the hand-offs it
+  // spares are a large part of an op's cost. Elsewhere a peer that hangs mid-cycle (MPI has no
+  // timeout) would hold this caller out of reach of its signals.
+  auto global = sets_.find(0);
+  if (global == sets_.end() || global->second->records.capacity() == 0) return false;
   {
     std::lock_guard<std::mutex> lk(mu_);
     // Nothing queued: this caller's work is already being negotiated, and the loop paces that.
     // Shutting down: the loop's own iteration carries it.
     if (queue_.empty() || shutdown_requested_) return false;
+    // A process-set change connects the set's members through the store, which may call Python
+    // (the launcher's store): not on a caller's thread, where Python would run its signal handlers.
+    for (const auto& e : queue_)
+      if (e->type == OpType::kAddProcessSet || e->type == OpType::kRemoveProcessSet) return false;
   }
+  for (const auto& kv : global->second->pending)
+    if (kv.second->type == OpType::kAddProcessSet || kv.second->type == OpType::kRemoveProcessSet) return false;
   cycle_owner_ = std::this_thread::get_id();
   helping_ = true;
   bell_->CallerHelps();
@@ -486,10 +502,11 @@ bool Engine::HelpWithCycle() {
   bell_->CallerResumes();
   helping_ = false;
   cycle_owner_ = std::thread::id();
-  // The loop waits on the pace it saw before; work left (or the stop) needs it sooner.
-  if (anyone_busy || stopped_.load()) {
+  // The loop waits on the pace it saw before; work left, a stop, or a shutdown decided in this
+  // cycle (a stall in a process set) needs it sooner.
+  {
     std::lock_guard<std::mutex> lk(mu_);
-    cv_.notify_one();
+    if (anyone_busy || stopped_.load() || shutdown_requested_) cv_.notify_one();
   }
   return true;
 }

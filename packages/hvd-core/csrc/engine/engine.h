@@ -84,7 +84,8 @@ class Engine {
   bool running();
 
   // Submits an operation. Throws StatusError (kInvalidArgument for misuse, kAborted when stopped).
-  // `on_complete`, if given, is called on the engine's thread when the operation completes.
+  // `on_complete`, if given, is called when the operation completes, on the thread running the
+  // engine's cycle (its own, or a caller's: HelpWithCycle).
   std::shared_ptr<HandleState> Enqueue(std::unique_ptr<TensorEntry> entry,
                                        HandleState::OnComplete on_complete = nullptr);
   std::shared_ptr<HandleState> AddProcessSet(std::vector<int32_t> ranks);
@@ -129,7 +130,8 @@ class Engine {
   // operations are queued, runs the iteration that takes them on this thread, which is what the
   // caller's blocking would have woken the loop for. Returns whether it ran one. At most one: a
   // caller whose work then still waits on peers waits as before, within reach of its signals,
-  // while the loop paces the cycles.
+  // while the loop paces the cycles. Completion callbacks of that iteration run on this thread.
+  // Not where records go by collectives (MPI, shared memory), nor for process-set changes.
   bool HelpWithCycle();
   Status ExecuteCycle(ProcessSet& ps, CycleResult& result);
   Status Connect(ProcessSet& ps);
@@ -165,6 +167,7 @@ class Engine {
   std::mutex cycle_mu_;
   CyclePacer pacer_;
   std::chrono::microseconds idle_wait_;  // before the next iteration while nothing is submitted
+  std::chrono::steady_clock::time_point last_iteration_end_ = std::chrono::steady_clock::now();
   Status failure_;  // of the iteration that stopped the loop
   StopCause cause_ = StopCause::kThisRank;
   std::atomic<uint64_t> iterations_{0};
