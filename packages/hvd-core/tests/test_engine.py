@@ -266,18 +266,23 @@ def test_init_is_idempotent_and_works_again_after_shutdown() -> None:
 
 
 def test_shutdown_fails_pending_operations_on_every_rank() -> None:
-    def case() -> str:
+    submitted = threading.Barrier(3)  # the others' op is pending before rank 0 shuts down
+
+    def case(submitted: threading.Barrier) -> str:
         hvd.init()
         if hvd.rank() == 0:
+            submitted.wait()
             hvd.shutdown()  # Horovod's semantics: one rank's shutdown stops every engine
             return "shut down"
         try:
-            hvd.allreduce(np.ones(1), name="never")
+            handle = hvd.allreduce_async(np.ones(1), name="never")
+            submitted.wait()
+            hvd.synchronize(handle)
         except hvd.HorovodInternalError as error:
             return str(error)
         return "no error"
 
-    results = run_cluster(case, 3)
+    results = run_cluster(case, 3, args=(submitted,))
     assert results[0] == "shut down"
     for message in results[1:]:  # who stopped it, and what this rank was waiting for
         assert message.startswith("rank 0 shut Horovod down"), message
