@@ -303,3 +303,49 @@ def case_second_order() -> None:
 
 def test_double_backward() -> None:
     cluster(case_second_order, 2)
+
+
+# --- where nothing is recorded ----------------------------------------------------------------------
+
+
+def case_unrecorded() -> None:
+    """Where autograd records nothing (gradients off, or inputs that need none), the differentiable
+    collectives skip its bookkeeping: the same results, with no graph; where it records, a graph."""
+    hvd.init()
+    n, rank = hvd.size(), hvd.rank()
+    calls = {
+        "allreduce": lambda x, tag: hvd.allreduce(x, op=hvd.Sum, name=f"u.ar.{tag}"),
+        "allreduce fp16": lambda x, tag: hvd.allreduce(x, compression=hvd.Compression.fp16, name=f"u.arc.{tag}"),
+        "grouped_allreduce": lambda x, tag: hvd.grouped_allreduce([x, 2 * x], name=f"u.gar.{tag}"),
+        "allgather": lambda x, tag: hvd.allgather(x, name=f"u.ag.{tag}"),
+        "grouped_allgather": lambda x, tag: hvd.grouped_allgather([x, x[:1]], name=f"u.gag.{tag}"),
+        "broadcast": lambda x, tag: hvd.broadcast(x, n - 1, name=f"u.bc.{tag}"),
+        "alltoall": lambda x, tag: hvd.alltoall(x, name=f"u.a2a.{tag}"),
+        "alltoall splits": lambda x, tag: hvd.alltoall(
+            x, splits=torch.tensor([2] * n, dtype=torch.int64), name=f"u.a2as.{tag}"
+        ),
+        "reducescatter": lambda x, tag: hvd.reducescatter(x, op=hvd.Sum, name=f"u.rs.{tag}"),
+        "grouped_reducescatter": lambda x, tag: hvd.grouped_reducescatter([x, x], name=f"u.grs.{tag}"),
+    }
+
+    def tensors_of(result) -> list[torch.Tensor]:
+        return list(result) if isinstance(result, (list, tuple)) else [result]
+
+    for what, call in calls.items():
+        x = seeded((2 * n, 3), seed=rank).requires_grad_()
+        recorded = tensors_of(call(x, "recorded"))
+        with torch.no_grad():
+            off = tensors_of(call(x, "no_grad"))
+        detached = tensors_of(call(x.detach(), "detached"))
+        assert recorded[0].grad_fn is not None, f"{what}: no graph recorded for an input that needs gradients"
+        for other, how in ((off, "under no_grad"), (detached, "for a detached input")):
+            assert len(other) == len(recorded), f"{what} {how}: {len(other)} results, expected {len(recorded)}"
+            for got, want in zip(other, recorded, strict=True):
+                assert got.grad_fn is None and not got.requires_grad, f"{what} {how}: a graph was recorded"
+                assert got.dtype == want.dtype and torch.equal(got, want.detach()), f"{what} {how}: {got} vs {want}"
+        if what == "alltoall splits":
+            assert off[1].dtype == torch.int64 and off[1].tolist() == [2] * n, off[1]
+
+
+def test_collectives_outside_autograd_give_the_same_results() -> None:
+    cluster(case_unrecorded, 2)

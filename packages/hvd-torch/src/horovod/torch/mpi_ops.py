@@ -246,7 +246,9 @@ def allreduce(
     """
     op = _resolve_op(op, average)
     compressed, ctx = compression.compress(tensor)
-    reduced = _Allreduce.apply(compressed, name, op, prescale_factor, postscale_factor, process_set)
+    reduced = _differentiable(
+        _Allreduce, [compressed], compressed, name, op, prescale_factor, postscale_factor, process_set
+    )
     return compression.decompress(reduced, ctx)
 
 
@@ -394,7 +396,9 @@ def grouped_allreduce(
     if not tensors:
         return []
     compressed, ctxs = zip(*[compression.compress(t) for t in tensors], strict=True)
-    reduced = _GroupedAllreduce.apply(name, op, prescale_factor, postscale_factor, process_set, *compressed)
+    reduced = _differentiable(
+        _GroupedAllreduce, compressed, name, op, prescale_factor, postscale_factor, process_set, *compressed
+    )
     return [compression.decompress(t, ctx) for t, ctx in zip(reduced, ctxs, strict=True)]
 
 
@@ -500,7 +504,7 @@ def allgather(
         ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
         ``add_process_set``.
     """
-    return _Allgather.apply(tensor, name, process_set)
+    return _differentiable(_Allgather, [tensor], tensor, name, process_set)
 
 
 def grouped_allgather_async(
@@ -533,7 +537,7 @@ def grouped_allgather(
     tensors = list(tensors)
     if not tensors:
         return []
-    return list(_GroupedAllgather.apply(name, process_set, *tensors))
+    return list(_differentiable(_GroupedAllgather, tensors, name, process_set, *tensors))
 
 
 # --- broadcast --------------------------------------------------------------------------------------
@@ -589,7 +593,7 @@ def broadcast(
         ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
         ``add_process_set``.
     """
-    return _Broadcast.apply(tensor, root_rank, name, process_set)
+    return _differentiable(_Broadcast, [tensor], tensor, root_rank, name, process_set)
 
 
 def broadcast_(
@@ -631,13 +635,19 @@ def alltoall_async(
         ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
         ``add_process_set``.
     """
-    splits_dtype = splits.dtype if isinstance(splits, torch.Tensor) else torch.int32
 
     def finish(result: tuple[torch.Tensor, list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         received, received_splits = result
-        return received, torch.tensor(received_splits, dtype=splits_dtype)
+        return received, _splits_tensor(received_splits, splits)
 
     return handles.single(_ops.alltoall_async(tensor, splits, name=name, process_set=process_set), finish)
+
+
+def _splits_tensor(received_splits: list[int], splits: Any) -> torch.Tensor:
+    """The received splits as Horovod returns them: a tensor of the given splits' dtype when they
+    were a tensor, else int32. (``as_tensor`` makes a tensor of a short list in a third of
+    ``torch.tensor``'s time.)"""
+    return torch.as_tensor(received_splits, dtype=splits.dtype if isinstance(splits, torch.Tensor) else torch.int32)
 
 
 def alltoall(
@@ -658,7 +668,7 @@ def alltoall(
         ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
         ``add_process_set``.
     """
-    return _Alltoall.apply(tensor, splits, name, process_set)
+    return _differentiable(_Alltoall, [tensor], tensor, splits, name, process_set)
 
 
 # --- reducescatter ----------------------------------------------------------------------------------
@@ -722,7 +732,9 @@ def reducescatter(
     :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
     """
     compressed, ctx = compression.compress(tensor)
-    reduced = _Reducescatter.apply(compressed, name, op, process_set, prescale_factor, postscale_factor)
+    reduced = _differentiable(
+        _Reducescatter, [compressed], compressed, name, op, process_set, prescale_factor, postscale_factor
+    )
     return compression.decompress(reduced, ctx)
 
 
@@ -785,7 +797,9 @@ def grouped_reducescatter(
     if not tensors:
         return []
     compressed, ctxs = zip(*[compression.compress(t) for t in tensors], strict=True)
-    reduced = _GroupedReducescatter.apply(name, op, process_set, prescale_factor, postscale_factor, *compressed)
+    reduced = _differentiable(
+        _GroupedReducescatter, compressed, name, op, process_set, prescale_factor, postscale_factor, *compressed
+    )
     return [compression.decompress(t, ctx) for t, ctx in zip(reduced, ctxs, strict=True)]
 
 
@@ -840,6 +854,24 @@ def barrier(process_set: ProcessSet = global_process_set) -> None:
 #
 # Gradients, one per forward argument after ctx (None for the non-tensor ones).
 _Grads = tuple[torch.Tensor | None, ...]
+
+
+class _UnrecordedContext:
+    """Takes the notes a Function's forward makes for its backward when there will be none."""
+
+    def mark_non_differentiable(self, *tensors: torch.Tensor) -> None:
+        pass
+
+
+def _differentiable(function: Any, tensors: Sequence[torch.Tensor], *args: Any) -> Any:
+    """``function.apply(*args)``, where autograd records it: gradients are on and one of ``tensors``
+    (the inputs) requires one. Otherwise its forward alone, with the same result: recording an op
+    costs tens of microseconds a call (more than the engine's own work for a small tensor on one host),
+    which inference, evaluation and benchmarks need not pay. (Not a tensor: forward's adapter says
+    what is wrong with it.)"""
+    if torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in tensors):
+        return function.apply(*args)
+    return function.forward(_UnrecordedContext(), *args)
 
 
 class _Allreduce(torch.autograd.Function):
@@ -1014,11 +1046,14 @@ class _Alltoall(torch.autograd.Function):
         ctx: Any, tensor: torch.Tensor, splits: Any, name: str | None, process_set: ProcessSet
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         output: torch.Tensor
-        received_splits: torch.Tensor
-        output, received_splits = synchronize(alltoall_async(tensor, splits, name, process_set))
-        ctx.received_splits, ctx.process_set = received_splits, process_set
+        received: list[int]
+        # The engine's own result, whose splits are a list: a tensor of them is made only when the
+        # caller gets them (backward passes the list on as its splits).
+        output, received = synchronize(_ops.alltoall_async(tensor, splits, name=name, process_set=process_set))
+        ctx.received_splits, ctx.process_set = received, process_set
         if splits is None:
             return output
+        received_splits = _splits_tensor(received, splits)
         ctx.mark_non_differentiable(received_splits)
         return output, received_splits
 
