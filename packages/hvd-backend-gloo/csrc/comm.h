@@ -29,7 +29,8 @@ struct hvd_comm {
   // context, so destroyed first: the TCP transport works on the context until it is gone.
   std::unique_ptr<hvd_gloo::Transport> transport;
   // Eager messages' space and buffers, per channel (tcp/eager.h), once opened; they hold the
-  // context alive.
+  // context alive. Member order alone does not say how a communicator goes: CommDestroy (comm.cc)
+  // first ends the transport, then closes the pairs and frees these, and only then the rest.
   std::vector<std::unique_ptr<hvd_gloo::EagerSpace>> eager;
 
   std::string last_error;

@@ -29,10 +29,12 @@ void TcpTransport::Alltoallv(const void* sendbuf, const size_t* sendcounts, void
     recv_offset += transfers[p].recv_bytes;
   }
   // This member's own block is copied once the exchange has posted every send and receive, while
-  // the peers' blocks travel (arrived() comes for each member in rank order, this one included).
+  // the peers' blocks travel: not when its turn in rank order comes, after the lower ranks' blocks
+  // have arrived, which put the whole copy after the transfer on every member but rank 0 (and a
+  // collective takes as long as its slowest member).
   const Transfer& own = transfers[rank];
-  Exchange(comm_, kAlltoallvSlotPrefix, transfers, [&](int32_t p) {
-    if (p == rank && own.send_bytes) std::memcpy(own.recv, own.send, own.send_bytes);
+  Exchange(comm_, kAlltoallvSlotPrefix, transfers, nullptr, [&] {
+    if (own.send_bytes) std::memcpy(own.recv, own.send, own.send_bytes);
   });
 }
 

@@ -22,7 +22,7 @@ std::chrono::milliseconds Left(std::chrono::steady_clock::time_point deadline) {
 }  // namespace
 
 void Exchange(hvd_comm* comm, uint8_t slot_prefix, const std::vector<Transfer>& transfers,
-              const std::function<void(int32_t)>& arrived) {
+              const std::function<void(int32_t)>& arrived, const std::function<void()>& posted) {
   const int32_t n = comm->size, rank = comm->rank;
   const auto deadline = std::chrono::steady_clock::now() + comm->timeout;
   const uint64_t slot = gloo::Slot::build(slot_prefix, 0);
@@ -43,6 +43,7 @@ void Exchange(hvd_comm* comm, uint8_t slot_prefix, const std::vector<Transfer>& 
       recvs[from]->recv(from, slot);
     }
   }
+  if (posted) posted();
   for (int32_t p = 0; p < n; ++p) {
     if (recvs[p]) {
       comm->waiting_on = {p};

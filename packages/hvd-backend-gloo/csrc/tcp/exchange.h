@@ -20,12 +20,13 @@ struct Transfer {
 };
 
 // Posts every send and receive at once (transfers[p] for peer p; the entry for this member is
-// ignored), then waits for the receives in rank order, calling arrived(p) for every member p in
-// rank order (this member included) once p's data is there, and finally for the sends. Zero-byte
-// transfers are skipped on both sides: both know the length. The whole exchange is bounded by the
-// communicator's timeout. Throws what Gloo throws; `slot_prefix` keeps exchanges of different
-// collectives apart.
+// ignored) and calls posted(), work of this member's own that overlaps the transfers. Then waits
+// for the receives in rank order, calling arrived(p) for every member p in rank order (this member
+// included) once p's data is there, and finally for the sends. Either callback may be empty.
+// Zero-byte transfers are skipped on both sides: both know the length. The whole exchange is
+// bounded by the communicator's timeout. Throws what Gloo throws; `slot_prefix` keeps exchanges of
+// different collectives apart.
 void Exchange(hvd_comm* comm, uint8_t slot_prefix, const std::vector<Transfer>& transfers,
-              const std::function<void(int32_t)>& arrived);
+              const std::function<void(int32_t)>& arrived, const std::function<void()>& posted = {});
 
 }  // namespace hvd_gloo

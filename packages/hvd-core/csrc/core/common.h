@@ -55,6 +55,8 @@ enum class OpType : uint8_t {
   kRemoveProcessSet = 8,
 };
 constexpr uint8_t kOpTypeCount = 9;
+// Changes of the process sets, which the engine runs itself rather than the executor.
+constexpr bool IsProcessSetChange(OpType t) { return t == OpType::kAddProcessSet || t == OpType::kRemoveProcessSet; }
 
 // Numbering follows Horovod's public constants (Average=0, Sum=1, Adasum=2, Min=3, Max=4, Product=5).
 enum class ReduceOp : uint8_t { kAverage = 0, kSum = 1, kAdasum = 2, kMin = 3, kMax = 4, kProduct = 5 };

@@ -227,6 +227,7 @@ std::shared_ptr<HandleState> Engine::Enqueue(std::unique_ptr<TensorEntry> e, Han
                                               std::to_string(ps->id) +
                                               "; names of operations in flight must be unique")};
   }
+  if (IsProcessSetChange(e->type)) ++set_changes_in_flight_;
   auto handle = std::make_shared<HandleState>(bell_, std::move(on_complete));
   e->handle = handle;
   e->enqueued_us = NowMicros();
@@ -328,6 +329,7 @@ void Engine::Complete(ProcessSet& ps, std::unique_ptr<TensorEntry> e, Status sta
   {
     std::lock_guard<std::mutex> lk(mu_);
     ps.in_flight.erase(e->name);
+    if (IsProcessSetChange(e->type)) --set_changes_in_flight_;
   }
   e->handle->Complete(std::move(status));
 }
@@ -390,9 +392,7 @@ void Engine::Loop() {
     std::lock_guard<std::mutex> cycle(cycle_mu_);
     // A caller ran an iteration meanwhile (HelpWithCycle): the next one is paced from there.
     if (stopped_.load() || iterations_.load() != seen) continue;
-    cycle_owner_ = std::this_thread::get_id();
     RunIteration();
-    cycle_owner_ = std::thread::id();
   }
   Status failure;
   StopCause cause;
@@ -412,6 +412,7 @@ void Engine::Loop() {
 }
 
 bool Engine::RunIteration() {
+  cycle_owner_ = std::this_thread::get_id();  // its completion callbacks must not help (HelpWithCycle)
   std::vector<ProcessSet*> active;
   StopWish wish;
   {
@@ -468,6 +469,7 @@ bool Engine::RunIteration() {
   }
   last_iteration_end_ = std::chrono::steady_clock::now();
   ++iterations_;
+  cycle_owner_ = std::thread::id();
   return anyone_busy;
 }
 
@@ -486,22 +488,16 @@ bool Engine::HelpWithCycle() {
     std::lock_guard<std::mutex> lk(mu_);
     // Nothing queued: this caller's work is already being negotiated, and the loop paces that.
     // Shutting down: the loop's own iteration carries it.
-    if (queue_.empty() || shutdown_requested_) return false;
     // A process-set change connects the set's members through the store, which may call Python
     // (the launcher's store): not on a caller's thread, where Python would run its signal handlers.
-    for (const auto& e : queue_)
-      if (e->type == OpType::kAddProcessSet || e->type == OpType::kRemoveProcessSet) return false;
+    if (queue_.empty() || shutdown_requested_ || set_changes_in_flight_ > 0) return false;
   }
-  for (const auto& kv : global->second->pending)
-    if (kv.second->type == OpType::kAddProcessSet || kv.second->type == OpType::kRemoveProcessSet) return false;
-  cycle_owner_ = std::this_thread::get_id();
   helping_ = true;
   bell_->CallerHelps();
   const bool anyone_busy = RunIteration();
   ++negotiation_stats_.helped_cycles;
   bell_->CallerResumes();
   helping_ = false;
-  cycle_owner_ = std::thread::id();
   // The loop waits on the pace it saw before; work left, a stop, or a shutdown decided in this
   // cycle (a stall in a process set) needs it sooner.
   {
@@ -571,9 +567,7 @@ Status Engine::ExecuteCycle(ProcessSet& ps, CycleResult& result) {
   std::vector<Response> run;
   run.reserve(result.responses.size());
   for (Response& r : result.responses) {
-    bool change =
-        r.kind == Response::Kind::kOp && (r.type == OpType::kAddProcessSet || r.type == OpType::kRemoveProcessSet);
-    if (!change) {
+    if (r.kind != Response::Kind::kOp || !IsProcessSetChange(r.type)) {
       run.push_back(std::move(r));
       continue;
     }

@@ -182,6 +182,9 @@ class Engine {
   std::vector<int32_t> sets_to_remove_;
   int32_t next_set_id_ = 1;
   uint64_t process_set_requests_ = 0;
+  // Process-set changes submitted and not yet completed (queued or being negotiated): while there
+  // are any, callers do not run cycles (HelpWithCycle).
+  int32_t set_changes_in_flight_ = 0;
   bool started_ = false;
   bool running_ = false;
   bool shutdown_requested_ = false;
