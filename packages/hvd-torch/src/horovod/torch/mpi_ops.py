@@ -504,7 +504,8 @@ def allgather(
         ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
         ``add_process_set``.
     """
-    return _differentiable(_Allgather, [tensor], tensor, name, process_set)
+    gathered: torch.Tensor = _differentiable(_Allgather, [tensor], tensor, name, process_set)
+    return gathered
 
 
 def grouped_allgather_async(
@@ -593,7 +594,8 @@ def broadcast(
         ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
         ``add_process_set``.
     """
-    return _differentiable(_Broadcast, [tensor], tensor, root_rank, name, process_set)
+    received: torch.Tensor = _differentiable(_Broadcast, [tensor], tensor, root_rank, name, process_set)
+    return received
 
 
 def broadcast_(
