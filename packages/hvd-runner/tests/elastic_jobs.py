@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -81,10 +82,18 @@ def assert_finished_consistently(stdout: list[str], size: int, steps: int) -> No
 
 
 def discovery(tmp_path: Path, hosts: str) -> tuple[str, Path]:
-    """A discovery script printing the file it returns (rewrite the file to change the hosts)."""
+    """A discovery script printing the file it returns (set_hosts changes the hosts)."""
     listing = tmp_path / "hosts.txt"
-    listing.write_text(hosts)
+    set_hosts(listing, hosts)
     script = tmp_path / "discover.sh"
     script.write_text(f"#!/bin/sh\ncat {listing}\n")
     script.chmod(0o755)
     return str(script), listing
+
+
+def set_hosts(listing: Path, hosts: str) -> None:
+    """Rewrites a discovery listing in one step (a new file renamed over it): the driver runs the
+    script at any moment, and a file caught while being written reads as no hosts at all."""
+    new = listing.with_suffix(".new")
+    new.write_text(hosts)
+    os.replace(new, listing)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from elastic_jobs import ElasticJob, assert_finished_consistently, discovery, done_lines
+from elastic_jobs import ElasticJob, assert_finished_consistently, discovery, done_lines, set_hosts
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -37,7 +37,7 @@ def test_host_added_by_discovery(job_env: dict[str, str], tmp_path: Path) -> Non
     env = {**job_env, "STEPS": "200", "STEP_SLEEP": "0.03"}
     job = ElasticJob(["--min-np", "2", "--max-np", "3", "--host-discovery-script", script], env, tmp_path)
     job.wait_log(r"world 0 formed")
-    listing.write_text("localhost:2\n127.0.0.1:1\n")
+    set_hosts(listing, "localhost:2\n127.0.0.1:1\n")
     code, out, err = job.finish()
     log = "\n".join(err)
     assert code == 0, log
@@ -51,7 +51,7 @@ def test_host_removed_by_discovery(job_env: dict[str, str], tmp_path: Path) -> N
     env = {**job_env, "STEPS": "200", "STEP_SLEEP": "0.03"}
     job = ElasticJob(["--min-np", "2", "--host-discovery-script", script], env, tmp_path)
     job.wait_log(r"world 0 formed")
-    listing.write_text("localhost:2\n")
+    set_hosts(listing, "localhost:2\n")
     code, out, err = job.finish()
     log = "\n".join(err)
     assert code == 0, log
@@ -60,6 +60,23 @@ def test_host_removed_by_discovery(job_env: dict[str, str], tmp_path: Path) -> N
     assert re.search(r"world 1 formed in .*: 2 worker\(s\) on localhost:2", log), log
     assert "failed" not in log
     assert_finished_consistently(out, 2, 200)
+
+
+def test_every_host_replaced_by_discovery(job_env: dict[str, str], tmp_path: Path) -> None:
+    """Discovery swaps every host for a new one: all members leave, and the newcomers, with no
+    member left to commit and let them in, form the next world themselves (from their own state)."""
+    script, listing = discovery(tmp_path, "localhost:2\n")
+    env = {**job_env, "STEPS": "200", "STEP_SLEEP": "0.03"}
+    job = ElasticJob(["--min-np", "2", "--host-discovery-script", script], env, tmp_path)
+    job.wait_log(r"world 0 formed")
+    set_hosts(listing, "127.0.0.1:2\n")
+    code, out, err = job.finish()
+    log = "\n".join(err)
+    assert code == 0, log
+    assert "world 0 is over (every member has left)" in log, log
+    assert re.search(r"world 1 formed in .*: 2 worker\(s\) on 127\.0\.0\.1:2", log), log
+    done = done_lines(out)
+    assert len(done) == 2 and all(d["size"] == "2" and d["steps"] == "200" for d in done), out
 
 
 def test_failing_host_is_blacklisted_then_retried(job_env: dict[str, str], tmp_path: Path) -> None:
@@ -96,7 +113,7 @@ def test_too_few_workers_past_elastic_timeout(job_env: dict[str, str], tmp_path:
     args = ["--min-np", "2", "--elastic-timeout", "3", "--host-discovery-script", script]
     job = ElasticJob(args, env, tmp_path)
     job.wait_log(r"world 0 formed")
-    listing.write_text("localhost:1\n")
+    set_hosts(listing, "localhost:1\n")
     code, _, err = job.finish()
     log = "\n".join(err)
     assert code == 1, log

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from elastic_jobs import ElasticJob, assert_finished_consistently, discovery
+from elastic_jobs import ElasticJob, assert_finished_consistently, discovery, set_hosts
 from horovod.runner.testing.netns_cluster import NetnsCluster
 
 pytestmark = pytest.mark.timeout(240)
@@ -55,9 +55,9 @@ def test_hosts_added_and_removed(netns_cluster: NetnsCluster, job_env: dict[str,
     env = {**job_env, "STEPS": "300", "STEP_SLEEP": "0.03"}
     job = ElasticJob(["--min-np", "2", "--host-discovery-script", script], env, tmp_path, on_h0(netns_cluster))
     job.wait_log(r"world 0 formed")
-    listing.write_text("hvdt-h0:1\nhvdt-h1:1\nhvdt-h2:1\n")
+    set_hosts(listing, "hvdt-h0:1\nhvdt-h1:1\nhvdt-h2:1\n")
     job.wait_log(r"world 1 formed in .*: 3 worker\(s\)")
-    listing.write_text("hvdt-h0:1\nhvdt-h2:1\n")
+    set_hosts(listing, "hvdt-h0:1\nhvdt-h2:1\n")
     code, out, err = job.finish()
     log = "\n".join(err)
     assert code == 0, log

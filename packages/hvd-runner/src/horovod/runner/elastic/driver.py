@@ -397,6 +397,10 @@ class ElasticDriver:
     def _live(self) -> list[Worker]:
         return [w for w in self._workers.values() if w.alive and not w.leaving]
 
+    def _live_members(self) -> list[Worker]:
+        """The current world's members that are still in it."""
+        return [w for w in map(self._workers.__getitem__, self._members) if w.alive and not w.leaving]
+
     def _step(self) -> int | None:
         """Decides what the events so far call for; returns the exit status once the job is over."""
         now = self._clock()
@@ -404,6 +408,10 @@ class ElasticDriver:
         if self._finished:
             return self._finishing()
         self._stop_stragglers(now)
+        if self._broken_since is None and self._generation >= 0 and not self._live_members():
+            # Every member left (their hosts were all removed) or exited: no commit will come for
+            # newcomers to join at, so they form the next world, from their own state.
+            self._world_broke("every member has left")
         if self._broken_since is None:
             self._announce_newcomers()
             return None
