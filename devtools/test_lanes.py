@@ -10,7 +10,9 @@ and the minutes since the start. The run ends with what failed, again (each fail
 pytest's failed tests, sanitizer reports' top frames and nox's failed commands: they are far up in
 a long log, and a log's tail may be all one sees of it), then each lane's outcome, and fails if any lane failed.
 Interrupted (Ctrl-C, SIGTERM), it passes the signal on to every lane's process group and ends
-them, so that no session goes on running.
+them, so that no session goes on running. Each session's environment is removed when the session
+ends (the noxfile's DROP_ENVIRONMENTS_VARIABLE, set for the lanes): kept, the run's environments
+outgrew a CI machine's free disk.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from types import FrameType
 from typing import IO
 
 LANE_TAG = "lane-"
+# The noxfile's DROP_ENVIRONMENTS_VARIABLE: set, every session removes its environment when it ends.
+DROP_ENVIRONMENTS = {"HVD_DROP_SESSION_ENVIRONMENTS": "1"}
 # After passing an interruption on, how long the lanes get to end their sessions (tests tear down
 # network namespaces, Spark, Ray) before they are killed.
 STOP_GRACE_S = 60.0
@@ -114,6 +118,7 @@ class Lanes:
         for lane in lanes:
             process = subprocess.Popen(
                 [nox, "-f", noxfile, "-t", lane],
+                env={**os.environ, **DROP_ENVIRONMENTS},
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
