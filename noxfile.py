@@ -57,31 +57,33 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 # build requirement hvd-core on a public index).
 BUILD_TOOLS = ["hatchling>=1.26", "scikit-build-core[hatchling]>=0.11", "nanobind>=2", "cmake>=3.18"]
 
-# `./dev test` runs every session in lanes at once (devtools/test_lanes.py): a fresh-clone run in
-# one lane kept one of this machine's 2 cores busy on average (50 CPU-minutes in 51 minutes), the
-# tests waiting much of the time (on timeouts they test, sockets, the JVM, ssh, pip). Two lanes took
-# 40 to 41 minutes and still left a quarter of the 2 cores idle (60 CPU-minutes in 40.7 minutes);
-# three fill more of the waits. The lanes are balanced by each session's time in a two-lane run
-# (minutes in the comments); a lane runs its sessions in this file's order. Every default session
-# is in exactly one lane (a session missing here fails the noxfile's loading).
+# `./dev test` runs every session in two lanes at once (devtools/test_lanes.py): a fresh-clone run
+# in one lane kept one of this machine's 2 cores busy on average (50 CPU-minutes in 51 minutes), the
+# tests waiting much of the time (on timeouts they test, sockets, the JVM, ssh, pip); two lanes took
+# 35 to 36 minutes then, and 40.7 with today's suites (60 CPU-minutes). Three lanes were slower
+# (tried at 92af661): they left the cores no idle time and every session stretched 1.5 to 2 times
+# (sanitize(thread) 12 minutes; hvd-spark still ran after 23), and the run, stopped at 35 minutes,
+# still had sanitize(address) ahead (6 minutes in a two-lane run). The lanes are balanced by each session's time in the one-lane run (seconds in the comments); a lane runs its
+# sessions in this file's order. Every default session is in exactly one lane (a session missing
+# here fails the noxfile's loading).
 LANES = {
-    "tests-hvd-core": 1,  # 1.1
-    "tests-hvd-runner": 1,  # 7.9
-    "tests-hvd-spark": 1,  # 16.3 (less since its JVMs run C1 only: its tests' conftest.py)
-    "cpp-tests-hvd-core": 1,  # 0.8
-    "docs": 1,  # 1.6
-    "tests-hvd-backend-mpi": 2,  # 4.0, both MPIs
-    "tests-hvd-keras": 2,  # 6.6
-    "tests-hvd-mxnet": 2,  # 1.8
-    "sanitize": 2,  # 12.6, both sanitizers
-    "lint": 2,  # 2.3
-    "tests-hvd-backend-example": 3,  # 1.3, with hvd-core's build
-    "tests-hvd-backend-gloo": 3,  # 4.4
-    "tests-hvd-ray": 3,  # 3.1
-    "tests-hvd-tensorflow": 3,  # 5.0
-    "tests-hvd-torch": 3,  # 6.2
-    "dist": 3,  # 3.75
-    "tests-dist": 3,  # 1.75, after dist
+    "tests-hvd-backend-mpi": 1,  # 100, both MPIs
+    "tests-hvd-core": 1,  # 48
+    "tests-hvd-mxnet": 1,  # 71
+    "tests-hvd-runner": 1,  # 416
+    "tests-hvd-spark": 1,  # 501
+    "tests-hvd-tensorflow": 1,  # 198
+    "lint": 1,  # 97
+    "cpp-tests-hvd-core": 1,  # 32
+    "docs": 1,  # 82
+    "tests-hvd-backend-example": 2,  # 95, with hvd-core's build
+    "tests-hvd-backend-gloo": 2,  # 171
+    "tests-hvd-keras": 2,  # 306
+    "tests-hvd-ray": 2,  # 120
+    "tests-hvd-torch": 2,  # 248
+    "dist": 2,  # 105
+    "tests-dist": 2,  # 59, after dist
+    "sanitize": 2,  # 390, both sanitizers
 }
 
 
@@ -219,8 +221,8 @@ def _find_links(variants: dict[str, str]) -> list[str]:
 
 @contextlib.contextmanager
 def _wheelhouse_lock() -> Iterator[None]:
-    """Held while a session checks, builds into and installs from the wheelhouses: the lanes of
-    `./dev test` run at once, and several may want a wheel that is not built yet."""
+    """Held while a session checks, builds into and installs from the wheelhouses: the two lanes of
+    `./dev test` run at once, and both may want a wheel that is not built yet."""
     WHEELHOUSE.mkdir(parents=True, exist_ok=True)
     with open(WHEELHOUSE.parent / "wheelhouse.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
