@@ -63,9 +63,10 @@ BUILD_TOOLS = ["hatchling>=1.26", "scikit-build-core[hatchling]>=0.11", "nanobin
 # 35 to 36 minutes then, and 40.7 with today's suites (60 CPU-minutes). Three lanes were slower
 # (tried at 92af661): they left the cores no idle time and every session stretched 1.5 to 2 times
 # (sanitize(thread) 12 minutes; hvd-spark still ran after 23), and the run, stopped at 35 minutes,
-# still had sanitize(address) ahead (6 minutes in a two-lane run). The lanes are balanced by each session's time in the one-lane run (seconds in the comments); a lane runs its
-# sessions in this file's order. Every default session is in exactly one lane (a session missing
-# here fails the noxfile's loading).
+# still had sanitize(address) ahead (6 minutes in a two-lane run). The lanes are balanced by each
+# session's time in the one-lane run (seconds in the comments); a lane runs its sessions in this
+# file's order. Every default session is in exactly one lane (a session missing here fails the
+# noxfile's loading).
 LANES = {
     "tests-hvd-backend-mpi": 1,  # 100, both MPIs
     "tests-hvd-core": 1,  # 48
