@@ -60,7 +60,7 @@ BUILD_TOOLS = ["hatchling>=1.26", "scikit-build-core[hatchling]>=0.11", "nanobin
 # `./dev test` runs every session in two lanes at once (devtools/test_lanes.py): a fresh-clone run
 # in one lane kept one of this machine's 2 cores busy on average (50 CPU-minutes in 51 minutes), the
 # tests waiting much of the time (on timeouts they test, sockets, the JVM, ssh, pip); two lanes took
-# 35 to 36 minutes then, and 40.7 with today's suites (60 CPU-minutes). Three lanes were slower
+# 35 to 36 minutes then, 40.7 to 42.7 with today's suites (60 to 64 CPU-minutes). Three lanes were slower
 # (tried at 92af661): they left the cores no idle time and every session stretched 1.5 to 2 times
 # (sanitize(thread) 12 minutes; hvd-spark still ran after 23), and the run, stopped at 35 minutes,
 # still had sanitize(address) ahead (6 minutes in a two-lane run). The lanes are balanced by each
@@ -102,8 +102,8 @@ def _drop_environment(session: nox.Session) -> None:
     """Moves the session's environment aside at once and deletes it in the background, at the lowest
     CPU priority: deleting them in place took 1 to 75 s per environment of the lane's time in a
     fresh-clone run (hvd-spark's 75 s, hvd-tensorflow's 67 s; 202 s of lane 1 and 118 s of lane 2
-    in all), which the next session need not wait for. A move within .nox/ is a rename: the disk is freed moments
-    later, when `rm` gets to it."""
+    in all), which the next session need not wait for. A move within .nox/ is a rename: the disk is
+    freed moments later, when `rm` gets to it."""
     location = pathlib.Path(session.virtualenv.location)
     if not location.is_dir():
         return
