@@ -101,11 +101,11 @@ def native_build_directory(label: str) -> dict[str, str]:
 LANES = {
     "tests-hvd-backend-mpi": 1,  # 100, both MPIs
     "tests-hvd-core": 1,  # 48
-    "tests-hvd-mxnet": 1,  # 71
+    "tests-hvd-mxnet": 2,  # 71
     "tests-hvd-runner": 1,  # 416
     "tests-hvd-spark": 1,  # 501
     "tests-hvd-tensorflow": 1,  # 198
-    "lint": 1,  # 97
+    "lint": 2,  # 97
     "cpp-tests-hvd-core": 1,  # 32
     "docs": 1,  # 82
     "tests-hvd-backend-example": 2,  # 95, with hvd-core's build
