@@ -90,32 +90,32 @@ def native_build_directory(label: str) -> dict[str, str]:
 
 # `./dev test` runs every session in two lanes at once (devtools/test_lanes.py): a fresh-clone run
 # in one lane kept one of this machine's 2 cores busy on average (50 CPU-minutes in 51 minutes), the
-# tests waiting much of the time (on timeouts they test, sockets, the JVM, ssh, pip); two lanes took
-# 35 to 36 minutes then, 40.7 to 42.7 with today's suites (60 to 64 CPU-minutes). Three lanes were slower
-# (tried at 92af661): they left the cores no idle time and every session stretched 1.5 to 2 times
-# (sanitize(thread) 12 minutes; hvd-spark still ran after 23), and the run, stopped at 35 minutes,
-# still had sanitize(address) ahead (6 minutes in a two-lane run). The lanes are balanced by each
-# session's time in the one-lane run (seconds in the comments); a lane runs its sessions in this
-# file's order. Every default session is in exactly one lane (a session missing here fails the
-# noxfile's loading).
+# tests waiting much of the time (on timeouts they test, sockets, the JVM, ssh, pip). Two lanes took
+# 40.7 to 42.7 minutes (60 to 64 CPU-minutes) before the compiler cache, and 34.9 with it warm (48
+# CPU-minutes; at 6da8d3e). Three lanes were slower (tried at 92af661): they left the cores no idle
+# time and every session stretched 1.5 to 2 times (sanitize(thread) 12 minutes; hvd-spark still ran
+# after 23), and the run, stopped at 35 minutes, still had sanitize(address) ahead. The lanes are
+# balanced by each session's seconds in that two-lane run (the comments); a lane runs its sessions
+# in this file's order. Every default session is in exactly one lane (a session missing here fails
+# the noxfile's loading).
 LANES = {
-    "tests-hvd-backend-mpi": 1,  # 100, both MPIs
-    "tests-hvd-core": 1,  # 48
-    "tests-hvd-mxnet": 2,  # 71
-    "tests-hvd-runner": 1,  # 416
-    "tests-hvd-spark": 1,  # 501
-    "tests-hvd-tensorflow": 1,  # 198
-    "lint": 2,  # 97
-    "cpp-tests-hvd-core": 1,  # 32
-    "docs": 1,  # 82
-    "tests-hvd-backend-example": 2,  # 95, with hvd-core's build
-    "tests-hvd-backend-gloo": 2,  # 171
-    "tests-hvd-keras": 2,  # 306
-    "tests-hvd-ray": 2,  # 120
-    "tests-hvd-torch": 2,  # 248
-    "dist": 2,  # 105
-    "tests-dist": 2,  # 59, after dist
-    "sanitize": 2,  # 390, both sanitizers
+    "tests-hvd-backend-mpi": 1,  # 172, both MPIs
+    "tests-hvd-core": 1,  # 64
+    "tests-hvd-runner": 1,  # 481
+    "tests-hvd-spark": 1,  # 928
+    "tests-hvd-tensorflow": 1,  # 328
+    "cpp-tests-hvd-core": 1,  # 17
+    "docs": 1,  # 102
+    "tests-hvd-backend-example": 2,  # 64, with hvd-core's build
+    "tests-hvd-backend-gloo": 2,  # 210
+    "tests-hvd-keras": 2,  # 373
+    "tests-hvd-mxnet": 2,  # 103
+    "tests-hvd-ray": 2,  # 175
+    "tests-hvd-torch": 2,  # 420
+    "dist": 2,  # 92
+    "tests-dist": 2,  # 112, after dist
+    "lint": 2,  # 145
+    "sanitize": 2,  # 339, both sanitizers
 }
 
 
