@@ -182,6 +182,32 @@ def test_negotiation_records_go_over_their_own_channel() -> None:
         assert cycles > 0, cycles
 
 
+def test_a_record_carries_only_the_inline_space_it_uses() -> None:
+    """With 64 KiB of inline space on every record, a cycle whose op is too large to go inline sends
+    the record's header and bitmaps alone; a cycle whose op rides inline sends that op's data too."""
+
+    def case() -> list[float]:
+        hvd.init()
+        per_record = []
+        for elements in (1 << 20, 4096):  # 4 MiB: never inline; 16 KiB: inline
+            for _ in range(3):  # cached from the second call on
+                hvd.allreduce(np.ones(elements, np.float32), name=f"x{elements}")
+            before = _stats()
+            for _ in range(5):
+                hvd.allreduce(np.ones(elements, np.float32), name=f"x{elements}")
+            after = _stats()
+            cycles = after["eager_record_cycles"] - before["eager_record_cycles"]
+            per_record.append((after["record_bytes_sent"] - before["record_bytes_sent"]) / max(cycles, 1))
+        return [*per_record, _stats()["inline_space"]]
+
+    results = run_cluster(case, 2, env={"HOROVOD_NEGOTIATION_INLINE_BYTES": "65536"})
+    for rank, (large, small, space) in enumerate(results):
+        assert space >= 65536, (rank, space)
+        assert 0 < large < 1024, (rank, large)  # the header and bitmaps, not the space
+        # The 16 KiB of data beside them (an idle cycle between two calls carries none).
+        assert 4096 < small < 2 * 16384, (rank, small)
+
+
 def test_eager_messages_are_off_at_zero_and_above_the_limit() -> None:
     def case() -> int:
         hvd.init()

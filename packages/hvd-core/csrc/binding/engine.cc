@@ -100,6 +100,7 @@ void BindEngine(nb::module_& m) {
         d["eager_sends"] = n.eager_sends.load();
         d["eager_drops"] = n.eager_drops.load();
         d["eager_record_cycles"] = n.eager_record_cycles.load();
+        d["record_bytes_sent"] = n.record_bytes_sent.load();
         d["busy_cycles"] = n.busy_cycles.load();
         d["helped_cycles"] = n.helped_cycles.load();
         d["tensors"] = x.tensors.load();

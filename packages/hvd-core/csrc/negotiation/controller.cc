@@ -12,7 +12,8 @@ namespace {
 constexpr size_t kFlagsAt = 0;        // uint8 flags
 constexpr size_t kRequestLenAt = 4;   // uint32: bytes of new requests for the coordinator
 constexpr size_t kEagerSlotAt = 8;    // int32: the cache slot of this member's eager messages, or -1 (eager.h)
-constexpr size_t kBitmapsAt = 12;     // "have", "inline" and "gathered data" bits, one per cache slot
+constexpr size_t kUsedAt = 12;        // uint32: bytes in use from the start (GatherRecords); zeros after them
+constexpr size_t kBitmapsAt = 16;     // "have", "inline" and "gathered data" bits, one per cache slot
 // kOnlyHits: all of the member's work is the cache hits in its bitmap (nothing queued, pending in
 // another set or with the coordinator), so it is done once they have run.
 constexpr uint8_t kShutdown = 1, kNeedCoordinator = 2, kJoined = 4, kBusy = 8, kFailed = 16, kOnlyHits = 32;
@@ -122,18 +123,38 @@ size_t Controller::MostRecordBytes(const ProcessSet& ps) const {
 
 // Step 1's exchange: every member's record, in member order. Over the records channel where it is
 // open (eager.h), else one allgather. Every member's record has the same size, so every member
-// takes the same way.
+// takes the same way. On the channel only the part in use travels (its length is in the record):
+// the inline space is sized for the most that a cycle may carry, and most cycles carry far less
+// (none at all when their ops are too large to go inline), yet each sent all of it, 64 KiB and
+// more to every peer. The receiver fills the rest with the zeros the sender's record holds there.
 Status Controller::GatherRecords(ProcessSet& ps, const std::vector<uint8_t>& record, std::vector<uint8_t>* all) {
   const int32_t n = ps.size();
   const size_t size = record.size();
   if (ps.records.capacity() < size) {
     return ps.comm->Allgatherv(record.data(), all->data(), std::vector<size_t>(n, size), HVD_DTYPE_UINT8);
   }
-  Status st = ps.records.Send(0, std::vector<EagerChannel::Part>(n, {record.data(), size}));
+  uint32_t used = 0;
+  std::memcpy(&used, &record[kUsedAt], 4);
+  Status st = ps.records.Send(0, std::vector<EagerChannel::Part>(n, {record.data(), used}));
   if (!st.ok()) return st;
   std::memcpy(all->data() + (size_t)ps.my_rank * size, record.data(), size);
-  for (int32_t m = 0; m < n && st.ok(); ++m)
-    if (m != ps.my_rank) st = ps.records.Take(m, all->data() + (size_t)m * size, size);
+  const size_t least = InlineAt(ps.cache.num_slots());  // the header and the bitmaps
+  for (int32_t m = 0; m < n && st.ok(); ++m) {
+    if (m == ps.my_rank) continue;
+    uint8_t* dst = all->data() + (size_t)m * size;
+    st = ps.records.Take(m, [&](const uint8_t* message) {
+      uint32_t sent = 0;
+      std::memcpy(&sent, message + kUsedAt, 4);
+      if (sent < least || sent > size) {
+        return Status::Aborted("the negotiation record of rank " + std::to_string(ps.ranks[m]) + " says it holds " +
+                               std::to_string(sent) + " bytes; this cycle's records hold " + std::to_string(least) +
+                               " to " + std::to_string(size));
+      }
+      std::memcpy(dst, message, sent);
+      std::memset(dst + sent, 0, size - sent);
+      return Status::Ok();
+    });
+  }
   return st.ok() ? ps.records.Settle() : st;
 }
 
@@ -280,10 +301,15 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool work_elsewhere, 
   }
   const int32_t eager_slot = ps.eager.sent_slot();
   std::memcpy(&record[kEagerSlotAt], &eager_slot, 4);
+  const uint32_t used = (uint32_t)(inline_at + inline_used);
+  std::memcpy(&record[kUsedAt], &used, 4);
   out->records.resize(record_size * (size_t)n);
   Status st = GatherRecords(ps, record, &out->records);
   if (!st.ok()) return st;
-  if (ps.records.capacity() >= record_size) ++stats->eager_record_cycles;
+  if (ps.records.capacity() >= record_size) {
+    ++stats->eager_record_cycles;
+    stats->record_bytes_sent += (uint64_t)used * (uint64_t)(n - 1);
+  }
 
   auto rec = [&](int32_t r) { return &out->records[(size_t)r * record_size]; };
   bool need_coordinator = false;

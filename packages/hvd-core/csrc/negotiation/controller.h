@@ -62,6 +62,7 @@ struct NegotiationStats {
   std::atomic<uint64_t> eager_sends{0};  // cached ops whose data this member sent ahead (eager.h)
   std::atomic<uint64_t> eager_drops{0};  // eager messages (to or from this member) whose slot changed first
   std::atomic<uint64_t> eager_record_cycles{0};  // cycles whose records went over the records channel
+  std::atomic<uint64_t> record_bytes_sent{0};  // what those records took on the wire, to every peer together
   std::atomic<uint64_t> busy_cycles{0};  // cycles after which some member still had work (anyone_busy)
   std::atomic<uint64_t> helped_cycles{0};  // cycles run on the thread of a caller about to wait (engine.h)
 };

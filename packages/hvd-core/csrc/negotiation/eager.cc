@@ -38,11 +38,19 @@ Status EagerChannel::Settle() {
 }
 
 Status EagerChannel::Take(int32_t peer, void* dst, size_t bytes) {
+  return Take(peer, [&](const uint8_t* message) {
+    if (dst && bytes) std::memcpy(dst, message, bytes);
+    return Status::Ok();
+  });
+}
+
+Status EagerChannel::Take(int32_t peer, const std::function<Status(const uint8_t* message)>& read) {
   const void* data = nullptr;
   Status st = comm_->EagerReceive(channel_, peer, &data);
   if (!st.ok()) return st;
-  if (dst && bytes) std::memcpy(dst, data, bytes);
-  return comm_->EagerRelease(channel_, peer);
+  Status got = read(static_cast<const uint8_t*>(data));
+  st = comm_->EagerRelease(channel_, peer);  // released whatever `read` said, as before it
+  return got.ok() ? st : got;
 }
 
 }  // namespace hvdcore

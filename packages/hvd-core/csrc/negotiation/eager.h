@@ -29,6 +29,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "backend/backend_loader.h"
@@ -64,6 +65,9 @@ class EagerChannel {
   // The oldest message from `peer`: copies its first `bytes` to `dst` (none when dst is null), then
   // frees its space for a later one.
   Status Take(int32_t peer, void* dst, size_t bytes);
+  // The same, lending the message where it lies to `read` instead, for a message whose length only
+  // its content tells (the channel's messages carry none); `read`'s refusal is the result.
+  Status Take(int32_t peer, const std::function<Status(const uint8_t* message)>& read);
 
  private:
   Comm* comm_ = nullptr;
