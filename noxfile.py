@@ -91,13 +91,13 @@ def native_build_directory(label: str) -> dict[str, str]:
 # `./dev test` runs every session in two lanes at once (devtools/test_lanes.py): a fresh-clone run
 # in one lane kept one of this machine's 2 cores busy on average (50 CPU-minutes in 51 minutes), the
 # tests waiting much of the time (on timeouts they test, sockets, the JVM, ssh, pip). Two lanes took
-# 40.7 to 42.7 minutes (60 to 64 CPU-minutes) before the compiler cache, and 34.9 with it warm (48
-# CPU-minutes; at 6da8d3e). Three lanes were slower (tried at 92af661): they left the cores no idle
-# time and every session stretched 1.5 to 2 times (sanitize(thread) 12 minutes; hvd-spark still ran
-# after 23), and the run, stopped at 35 minutes, still had sanitize(address) ahead. The lanes are
-# balanced by each session's seconds in that two-lane run (the comments); a lane runs its sessions
-# in this file's order. Every default session is in exactly one lane (a session missing here fails
-# the noxfile's loading).
+# 40.7 to 42.7 minutes (60 to 64 CPU-minutes) before the compiler cache, and 34.9 to 39.4 with it
+# warm (48 to 57 CPU-minutes, at 6da8d3e and 93e4c2a; the second recompiled hvd-core's changes).
+# Three lanes were slower (tried at 92af661): they left the cores no idle time and every session
+# stretched 1.5 to 2 times (sanitize(thread) 12 minutes; hvd-spark still ran after 23), and the run,
+# stopped at 35 minutes, still had sanitize(address) ahead. The lanes are balanced by each session's
+# seconds in the run at 6da8d3e (the comments); a lane runs its sessions in this file's order. Every
+# default session is in exactly one lane (a session missing here fails the noxfile's loading).
 LANES = {
     "tests-hvd-backend-mpi": 1,  # 172, both MPIs
     "tests-hvd-core": 1,  # 64
