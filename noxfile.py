@@ -311,18 +311,25 @@ def _build_wheels(session: nox.Session, names: list[str], variants: dict[str, st
         if stamp.exists() and stamp.read_text() == digest and any(house.glob(wheel_prefix + "*.whl")):
             continue
         python = _wheel_builder(session, house)
-        pip = [str(python), "-m", "pip", "install", "--quiet"]
+        pip = [str(python), "-m", "pip"]
         if requirements:
-            session.run(*pip, *requirements, external=True)
-        # The hvd packages it needs (their headers), built before it: `names` is in dependency order.
-        needed = _local_closure(name)[:-1]
+            session.run(*pip, "install", "--quiet", *requirements, external=True)
+        # The hvd packages its build requires (hvd-core's headers and CMake helper for a backend),
+        # built before it: `names` is in dependency order.
+        needed = [
+            requirement_name(r)
+            for r in _pyproject(PACKAGES[name])["build-system"]["requires"]
+            if requirement_name(r) in PACKAGES
+        ]
         if needed:
             links = _find_links({n: variants[n] for n in needed if n in variants})
-            session.run(*pip, "--no-deps", "--no-index", *links, "--force-reinstall", *needed, external=True)
+            install = ["install", "--quiet", "--no-deps", "--no-index", *links, "--force-reinstall", *needed]
+            session.run(*pip, *install, external=True)
         for old in house.glob(wheel_prefix + "*.whl"):
             old.unlink()
         session.run(
-            *(str(python), "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(house)),
+            *pip,
+            *("wheel", "--no-deps", "--no-build-isolation", "-w", str(house)),
             str(PACKAGES[name]),
             env={
                 **native_build_directory(f"{house.relative_to(ROOT / '.nox')}/{name}"),
