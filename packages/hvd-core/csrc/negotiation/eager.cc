@@ -44,13 +44,4 @@ Status EagerChannel::Take(int32_t peer, void* dst, size_t bytes) {
   });
 }
 
-Status EagerChannel::Take(int32_t peer, const std::function<Status(const uint8_t* message)>& read) {
-  const void* data = nullptr;
-  Status st = comm_->EagerReceive(channel_, peer, &data);
-  if (!st.ok()) return st;
-  Status got = read(static_cast<const uint8_t*>(data));
-  st = comm_->EagerRelease(channel_, peer);  // released whatever `read` said, as before it
-  return got.ok() ? st : got;
-}
-
 }  // namespace hvdcore
