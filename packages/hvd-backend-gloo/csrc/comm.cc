@@ -89,8 +89,7 @@ int CommCreate(const hvd_comm_config_v1* config, const hvd_store_v1* store, hvd_
 void CommDestroy(hvd_comm* comm) {
   if (!comm) return;
   // The transport goes first (through shared memory, the peers learn this member has left), then
-  // the context's connections (before the eager space, which needs them gone: tcp/eager.h), then
-  // the device's event loop.
+  // the eager messages' connections, then the context's, then the device's event loop.
   comm->transport.reset();
   EagerClose(comm);
   delete comm;

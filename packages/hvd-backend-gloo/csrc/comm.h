@@ -28,10 +28,8 @@ struct hvd_comm {
   // What carries the collectives, chosen once at creation (transport.h). Declared after the
   // context, so destroyed first: the TCP transport works on the context until it is gone.
   std::unique_ptr<hvd_gloo::Transport> transport;
-  // Eager messages' space and buffers, per channel (tcp/eager.h), once opened; they hold the
-  // context alive. Member order alone does not say how a communicator goes: CommDestroy (comm.cc)
-  // first ends the transport, then closes the pairs and frees these, and only then the rest.
-  std::vector<std::unique_ptr<hvd_gloo::EagerSpace>> eager;
+  // Eager messages' connections and space (tcp/eager.h), once opened.
+  std::unique_ptr<hvd_gloo::EagerLinks> eager;
 
   std::string last_error;
   // After a collective fails (Gloo threw, or a peer on shared memory was lost or out of step), the

@@ -1,0 +1,392 @@
+// Eager messages on connections of this backend's own (eager_links.h).
+#include "tcp/eager_links.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include <gloo/allgather.h>
+
+#include "comm.h"
+#include "errors.h"
+
+namespace hvd_gloo {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr uint32_t kHelloMagic = 0x48564445;  // "HVDE": a connection of eager messages
+
+// What a member publishes: where it listens.
+struct Listener {
+  sockaddr_storage addr;
+  socklen_t len;
+};
+
+// What a connecting member says first: who it is and which channel the connection carries.
+struct Hello {
+  uint32_t magic;
+  int32_t rank;
+  int32_t channel;
+};
+
+std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+Failure LinkFailure(int status, const std::string& message, int32_t peer = -1) { return {status, message, peer}; }
+
+// The address Gloo's device listens on ("... addr=[10.0.0.1]"): the interface the launcher chose
+// (HOROVOD_GLOO_IFACE) or the one the host name resolves to.
+sockaddr_storage DeviceAddress(const hvd_comm* comm, socklen_t* len) {
+  const std::string described = comm->device->str();
+  const size_t at = described.find("addr=[");
+  const size_t end = at == std::string::npos ? at : described.find(']', at);
+  if (end == std::string::npos) {
+    throw LinkFailure(HVD_ERR_INTERNAL, "cannot tell the address Gloo listens on from \"" + described + "\"");
+  }
+  const std::string host = described.substr(at + 6, end - at - 6);
+  addrinfo hints{};
+  hints.ai_flags = AI_NUMERICHOST;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || !found) {
+    throw LinkFailure(HVD_ERR_INTERNAL, "Gloo listens on \"" + host + "\", which is no numeric address");
+  }
+  sockaddr_storage addr{};
+  std::memcpy(&addr, found->ai_addr, found->ai_addrlen);
+  *len = found->ai_addrlen;
+  freeaddrinfo(found);
+  return addr;
+}
+
+void SetNonBlocking(int fd) {
+  int flags = fcntl(fd, F_GETFL);
+  if (flags == -1 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) == -1) throw LinkFailure(HVD_ERR_INTERNAL, Errno("fcntl"));
+}
+
+void SetNoDelay(int fd) {
+  int on = 1;
+  if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on) == -1) {
+    throw LinkFailure(HVD_ERR_INTERNAL, Errno("setsockopt(TCP_NODELAY)"));
+  }
+}
+
+int MillisLeft(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return (int)std::max<int64_t>(0, std::min<int64_t>(left, 1 << 30));
+}
+
+// Waits for `events` on `fd` until `deadline`; false on timeout.
+bool AwaitFd(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    int rc = poll(&p, 1, MillisLeft(deadline));
+    if (rc > 0) return true;
+    if (rc == 0) return false;
+    if (errno != EINTR) throw LinkFailure(HVD_ERR_INTERNAL, Errno("poll"));
+  }
+}
+
+// Writes or reads all of a small buffer on a non-blocking socket before `deadline` (connection
+// set-up only).
+void WriteAll(int fd, const void* buf, size_t bytes, Clock::time_point deadline) {
+  size_t done = 0;
+  while (done < bytes) {
+    ssize_t n = send(fd, static_cast<const uint8_t*>(buf) + done, bytes - done, MSG_NOSIGNAL);
+    if (n > 0) {
+      done += (size_t)n;
+    } else if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      if (!AwaitFd(fd, POLLOUT, deadline)) throw LinkFailure(HVD_ERR_TIMEOUT, "timed out sending a greeting");
+    } else {
+      throw LinkFailure(HVD_ERR_PEER_LOST, Errno("send"));
+    }
+  }
+}
+
+void ReadAll(int fd, void* buf, size_t bytes, Clock::time_point deadline) {
+  size_t done = 0;
+  while (done < bytes) {
+    ssize_t n = recv(fd, static_cast<uint8_t*>(buf) + done, bytes - done, 0);
+    if (n > 0) {
+      done += (size_t)n;
+    } else if (n == 0) {
+      throw LinkFailure(HVD_ERR_PEER_LOST, "the connection closed before its greeting");
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+      if (!AwaitFd(fd, POLLIN, deadline)) throw LinkFailure(HVD_ERR_TIMEOUT, "timed out waiting for a greeting");
+    } else {
+      throw LinkFailure(HVD_ERR_PEER_LOST, Errno("recv"));
+    }
+  }
+}
+
+}  // namespace
+
+EagerLinks::EagerLinks(hvd_comm* comm, const std::vector<size_t>& bytes)
+    : comm_(comm), size_(comm->size), bytes_(bytes), links_(bytes.size() * (size_t)comm->size) {
+  try {
+    Connect(bytes);
+  } catch (...) {
+    for (Link& l : links_)
+      if (l.fd != -1) close(l.fd);
+    throw;
+  }
+}
+
+EagerLinks::~EagerLinks() {
+  for (Link& l : links_)
+    if (l.fd != -1) close(l.fd);
+}
+
+void EagerLinks::Connect(const std::vector<size_t>& bytes) {
+  const int32_t me = comm_->rank, n = size_;
+  const int32_t channels = (int32_t)bytes.size();
+  const auto deadline = Clock::now() + comm_->timeout;
+  for (int32_t c = 0; c < channels; ++c) {
+    for (int32_t p = 0; p < n; ++p) {
+      Link& l = link(c, p);
+      l.channel = c;
+      l.peer = p;
+      if (p == me) continue;
+      // Not value-initialised: the pages are only committed once a message lands in them.
+      for (auto& s : l.space) s.reset(new uint8_t[bytes[c]]);
+    }
+  }
+
+  // Listen where Gloo's device listens, on a port of the system's choosing.
+  Listener mine{};
+  mine.addr = DeviceAddress(comm_, &mine.len);
+  if (mine.addr.ss_family == AF_INET6) {
+    reinterpret_cast<sockaddr_in6*>(&mine.addr)->sin6_port = 0;
+  } else {
+    reinterpret_cast<sockaddr_in*>(&mine.addr)->sin_port = 0;
+  }
+  int listener = socket(mine.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener == -1) throw LinkFailure(HVD_ERR_INTERNAL, Errno("socket"));
+  struct Closer {
+    int fd;
+    ~Closer() { close(fd); }
+  } close_listener{listener};
+  if (bind(listener, reinterpret_cast<sockaddr*>(&mine.addr), mine.len) == -1 || listen(listener, SOMAXCONN) == -1 ||
+      getsockname(listener, reinterpret_cast<sockaddr*>(&mine.addr), &mine.len) == -1) {
+    throw LinkFailure(HVD_ERR_INTERNAL, Errno("listening for eager connections on " + comm_->device_description));
+  }
+  SetNonBlocking(listener);
+  std::vector<Listener> everyone(n);
+  gloo::AllgatherOptions exchange(comm_->context);
+  exchange.setInput(reinterpret_cast<uint8_t*>(&mine), sizeof mine);
+  exchange.setOutput(reinterpret_cast<uint8_t*>(everyone.data()), sizeof mine * (size_t)n);
+  gloo::allgather(exchange);
+
+  // Each member connects to the members above it and accepts those below, a connection per channel.
+  for (int32_t p = me + 1; p < n; ++p) {
+    for (int32_t c = 0; c < channels; ++c) {
+      Link& l = link(c, p);
+      l.fd = socket(everyone[p].addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (l.fd == -1) throw LinkFailure(HVD_ERR_INTERNAL, Errno("socket"));
+      SetNonBlocking(l.fd);
+      if (connect(l.fd, reinterpret_cast<const sockaddr*>(&everyone[p].addr), everyone[p].len) == -1 &&
+          errno != EINPROGRESS) {
+        throw LinkFailure(HVD_ERR_PEER_LOST, Errno("connecting for eager messages"), p);
+      }
+      if (!AwaitFd(l.fd, POLLOUT, deadline)) {
+        throw LinkFailure(HVD_ERR_TIMEOUT, "timed out connecting for eager messages", p);
+      }
+      int error = 0;
+      socklen_t len = sizeof error;
+      getsockopt(l.fd, SOL_SOCKET, SO_ERROR, &error, &len);
+      if (error) {
+        errno = error;
+        throw LinkFailure(HVD_ERR_PEER_LOST, Errno("connecting for eager messages"), p);
+      }
+      Hello hello{kHelloMagic, me, c};
+      WriteAll(l.fd, &hello, sizeof hello, deadline);
+    }
+  }
+  for (int32_t accepted = 0; accepted < me * channels; ++accepted) {
+    int fd = -1;
+    while ((fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)) == -1) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        throw LinkFailure(HVD_ERR_INTERNAL, Errno("accept"));
+      if (!AwaitFd(listener, POLLIN, deadline)) {
+        throw LinkFailure(HVD_ERR_TIMEOUT,
+                          "timed out waiting for the members below this one to connect for eager "
+                          "messages (" +
+                              std::to_string(accepted) + " of " + std::to_string(me * channels) + " connections made)");
+      }
+    }
+    Hello hello{};
+    try {
+      ReadAll(fd, &hello, sizeof hello, deadline);
+    } catch (...) {
+      close(fd);
+      throw;
+    }
+    const bool known = hello.magic == kHelloMagic && hello.rank >= 0 && hello.rank < me && hello.channel >= 0 &&
+                       hello.channel < channels && link(hello.channel, hello.rank).fd == -1;
+    if (!known) {  // not a member's (a port scan, say): it does not count
+      close(fd);
+      --accepted;
+      continue;
+    }
+    link(hello.channel, hello.rank).fd = fd;
+  }
+  for (Link& l : links_) {
+    if (l.fd != -1) SetNoDelay(l.fd);
+  }
+}
+
+void EagerLinks::Send(int32_t channel, int32_t peer, const void* buf, size_t bytes) {
+  Link& l = link(channel, peer);
+  l.send_unwaited = true;
+  l.send_active = true;
+  l.send_header = bytes;
+  l.send_buf = static_cast<const uint8_t*>(buf);
+  l.send_bytes = bytes;
+  l.send_done = 0;
+  WriteSome(l);
+}
+
+void EagerLinks::WaitSent(int32_t channel, int32_t peer) {
+  Link& l = link(channel, peer);
+  Progress(l, "send", [&] { return !l.send_active; });
+  l.send_unwaited = false;
+}
+
+const uint8_t* EagerLinks::Receive(int32_t channel, int32_t peer) {
+  Link& l = link(channel, peer);
+  if (!l.held) {
+    Progress(l, "receive", [&] { return l.filled > 0; });
+    l.held = true;
+  }
+  return l.space[l.oldest].get();
+}
+
+void EagerLinks::Release(int32_t channel, int32_t peer) {
+  Link& l = link(channel, peer);
+  l.held = false;
+  l.filled -= 1;
+  l.oldest ^= 1;
+}
+
+void EagerLinks::Service(Link& l) {
+  if (l.fd == -1 || !l.closed.empty()) return;
+  if (l.send_active) WriteSome(l);
+  ReadSome(l);
+}
+
+void EagerLinks::ReadSome(Link& l) {
+  while (l.closed.empty() && l.filled < 2) {
+    const int slot = (l.oldest + l.filled) % 2;
+    uint8_t* to;
+    size_t want;
+    if (l.header_got < sizeof l.header) {
+      to = reinterpret_cast<uint8_t*>(&l.header) + l.header_got;
+      want = sizeof l.header - l.header_got;
+    } else {
+      to = l.space[slot].get() + l.payload_got;
+      want = l.header - l.payload_got;
+    }
+    ssize_t got = recv(l.fd, to, want, 0);
+    if (got == -1 && errno == EINTR) continue;
+    if (got == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (got <= 0) {
+      const bool between = l.header_got == 0;
+      l.closed = got == 0 ? (between ? "the peer closed the connection" : "the peer closed the connection mid-message")
+                          : Errno("recv");
+      return;
+    }
+    if (l.header_got < sizeof l.header) {
+      l.header_got += (size_t)got;
+      if (l.header_got == sizeof l.header && (l.header == 0 || l.header > bytes_[l.channel])) {
+        l.closed = "the peer sent a message of " + std::to_string(l.header) + " bytes, where the channel holds 1 to " +
+                   std::to_string(bytes_[l.channel]);
+      }
+      continue;
+    }
+    l.payload_got += (size_t)got;
+    if (l.payload_got == l.header) {
+      l.filled += 1;
+      l.header_got = l.payload_got = 0;
+    }
+  }
+}
+
+void EagerLinks::WriteSome(Link& l) {
+  while (l.send_active && l.closed.empty()) {
+    iovec parts[2];
+    int count = 0;
+    if (l.send_done < sizeof l.send_header) {
+      parts[count++] = {reinterpret_cast<uint8_t*>(&l.send_header) + l.send_done, sizeof l.send_header - l.send_done};
+      parts[count++] = {const_cast<uint8_t*>(l.send_buf), l.send_bytes};
+    } else {
+      const size_t at = l.send_done - sizeof l.send_header;
+      parts[count++] = {const_cast<uint8_t*>(l.send_buf) + at, l.send_bytes - at};
+    }
+    msghdr message{};
+    message.msg_iov = parts;
+    message.msg_iovlen = (size_t)count;
+    ssize_t put = sendmsg(l.fd, &message, MSG_NOSIGNAL);
+    if (put == -1 && errno == EINTR) continue;
+    if (put == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (put == -1) {
+      l.closed = Errno("send");
+      return;
+    }
+    l.send_done += (size_t)put;
+    if (l.send_done == sizeof l.send_header + l.send_bytes) l.send_active = false;
+  }
+}
+
+template <typename Done>
+void EagerLinks::Progress(Link& l, const char* op, Done done) {
+  const auto deadline = Clock::now() + comm_->timeout;
+  std::vector<pollfd> fds;
+  std::vector<Link*> polled;
+  for (;;) {
+    Service(l);
+    if (done()) return;
+    if (!l.closed.empty()) {
+      throw LinkFailure(HVD_ERR_PEER_LOST,
+                        "lost the connection to a peer, whose process has probably stopped (eager " + std::string(op) +
+                            " on channel " + std::to_string(l.channel) + ": " + l.closed + ")",
+                        l.peer);
+    }
+    // Everything else goes on too: a peer may be waiting for this member to read what it sends.
+    fds.clear();
+    polled.clear();
+    for (Link& other : links_) {
+      if (other.fd == -1 || !other.closed.empty()) continue;
+      short events = (short)((other.filled < 2 ? POLLIN : 0) | (other.send_active ? POLLOUT : 0));
+      if (!events) continue;
+      fds.push_back({other.fd, events, 0});
+      polled.push_back(&other);
+    }
+    int ready = poll(fds.data(), fds.size(), MillisLeft(deadline));
+    if (ready == -1 && errno != EINTR) throw LinkFailure(HVD_ERR_INTERNAL, Errno("poll"));
+    if (ready == 0) {
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g s", (double)comm_->timeout.count() / 1000.0);
+      throw LinkFailure(HVD_ERR_TIMEOUT,
+                        "timed out after " + std::string(seconds) +
+                            " (HOROVOD_GLOO_TIMEOUT_SECONDS): a peer did not take part in time "
+                            "(eager " +
+                            std::string(op) + " on channel " + std::to_string(l.channel) + ")",
+                        l.peer);
+    }
+    for (size_t i = 0; ready > 0 && i < fds.size(); ++i) {
+      if (fds[i].revents && polled[i] != &l) Service(*polled[i]);
+    }
+  }
+}
+
+}  // namespace hvd_gloo
