@@ -86,13 +86,24 @@ def test_cached_alltoalls_are_sent_ahead_with_sizes_that_change() -> None:
         assert stats["backend_calls"]["alltoall"] == 1, (rank, stats)
 
 
-def _blocks_over_256_kib(rank: int, n: int, step: int) -> list[int]:
-    return [5] * n  # rows of 64 KiB
+def _blocks_of_1_mib(rank: int, n: int, step: int) -> list[int]:
+    return [16] * n  # rows of 64 KiB
 
 
-def test_alltoall_blocks_over_256_kib_go_the_usual_way() -> None:
+def test_alltoall_blocks_of_up_to_1_mib_go_ahead() -> None:
+    # The first step is negotiated by the coordinator; the other two go ahead.
+    for rank, (stats,) in enumerate(run_cluster(_alltoall_steps, 2, args=(3, _blocks_of_1_mib))):
+        assert stats["eager_sends"] == 2, (rank, stats)
+        assert stats["backend_calls"]["alltoall"] == 1, (rank, stats)
+
+
+def _blocks_over_1_mib(rank: int, n: int, step: int) -> list[int]:
+    return [17] * n  # rows of 64 KiB
+
+
+def test_alltoall_blocks_over_1_mib_go_the_usual_way() -> None:
     # Copying large blocks out of the receive space costs more than sending them ahead saves.
-    for rank, (stats,) in enumerate(run_cluster(_alltoall_steps, 2, args=(3, _blocks_over_256_kib))):
+    for rank, (stats,) in enumerate(run_cluster(_alltoall_steps, 2, args=(3, _blocks_over_1_mib))):
         assert stats["eager_sends"] == 0, (rank, stats)
         assert stats["backend_calls"]["alltoall"] == 3, (rank, stats)
 

@@ -52,11 +52,13 @@ inline size_t InlineSpan(const Response& r, int32_t set_size) {
 inline bool GathersData(OpType type) { return type == OpType::kAllgather || type == OpType::kAlltoall; }
 
 // An alltoall's blocks go ahead up to this size only. Every member copies each block out of the
-// receive space, which costs more than the network crossing it saves once blocks are large: across
-// two namespace hosts, 128 KiB blocks went from 0.57 to 0.71x torch.distributed sent ahead, 512 KiB
-// blocks stayed at 0.63 to 0.68, and 2 MiB blocks fell from 0.83 to 0.78 (BENCHMARKS.md, run 21). A
-// broadcast's receivers copy too, yet a 4 MiB broadcast sent ahead measured faster (0.84 to 1.07).
-constexpr size_t kAlltoallAheadBytes = 256 * 1024;
+// receive space, which costs more than the network crossing it saves once blocks are large. Across
+// two namespace hosts, with the Gloo backend's own connections for eager messages (BENCHMARKS.md,
+// run 28), 512 KiB blocks went from 0.95 to 1.43x torch.distributed sent ahead and 1 MiB blocks
+// from 1.11 to 1.32 (a 4 MiB alltoall's 2 MiB blocks, not sent ahead, measured 1.21). Over Gloo's
+// pairs, whose loop thread read the messages, the limit was 256 KiB: larger blocks gained nothing
+// there (run 21).
+constexpr size_t kAlltoallAheadBytes = 1024 * 1024;
 
 // What this member would send eagerly for its cached `hit` (eager.h): one part per member, its own
 // empty; none when the op does not go that way. A broadcast's root sends its tensor to every peer;
