@@ -218,10 +218,17 @@ void EagerLinks::Connect(const std::vector<size_t>& bytes) {
       if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
         throw LinkFailure(HVD_ERR_INTERNAL, Errno("accept"));
       if (!AwaitFd(listener, POLLIN, deadline)) {
-        throw LinkFailure(HVD_ERR_TIMEOUT,
-                          "timed out waiting for the members below this one to connect for eager "
-                          "messages (" +
-                              std::to_string(accepted) + " of " + std::to_string(me * channels) + " connections made)");
+        std::string missing;
+        int32_t first = -1;
+        for (int32_t p = 0; p < me; ++p) {
+          for (int32_t c = 0; c < channels; ++c) {
+            if (link(c, p).fd != -1) continue;
+            if (first < 0) first = p;
+            missing += (missing.empty() ? "" : ", ") + RankName(comm_, p) + " (channel " + std::to_string(c) + ")";
+          }
+        }
+        throw LinkFailure(HVD_ERR_TIMEOUT, "timed out waiting for the eager messages' connections from " + missing,
+                          first);
       }
     }
     Hello hello{};
