@@ -42,19 +42,28 @@ Failure FromTransportMessage(const std::string& raw, std::chrono::milliseconds t
   std::string lowered = text;
   std::transform(lowered.begin(), lowered.end(), lowered.begin(), [](unsigned char c) { return std::tolower(c); });
   if (Contains(lowered, "timed out") || Contains(lowered, "timeout")) {
-    return {HVD_ERR_TIMEOUT, "timed out after " + Seconds(timeout) +
-                                 " (HOROVOD_GLOO_TIMEOUT_SECONDS): a peer did not take part in time (Gloo: " + text +
-                                 ")"};
+    return TimedOut(timeout, "Gloo: " + text);
   }
   if (Contains(lowered, "closed") || Contains(lowered, "reset") || Contains(lowered, "broken pipe") ||
       Contains(lowered, "refused") || Contains(lowered, "eof")) {
-    return {HVD_ERR_PEER_LOST,
-            "lost the connection to a peer, whose process has probably stopped (Gloo: " + text + ")"};
+    return PeerLost("Gloo: " + text);
   }
   return {HVD_ERR_INTERNAL, "Gloo failed: " + text};
 }
 
 }  // namespace
+
+Failure TimedOut(std::chrono::milliseconds timeout, const std::string& detail, int32_t peer) {
+  return {HVD_ERR_TIMEOUT,
+          "timed out after " + Seconds(timeout) +
+              " (HOROVOD_GLOO_TIMEOUT_SECONDS): a peer did not take part in time (" + detail + ")",
+          peer};
+}
+
+Failure PeerLost(const std::string& detail, int32_t peer) {
+  return {HVD_ERR_PEER_LOST, "lost the connection to a peer, whose process has probably stopped (" + detail + ")",
+          peer};
+}
 
 Failure CurrentFailure(std::chrono::milliseconds timeout) {
   try {

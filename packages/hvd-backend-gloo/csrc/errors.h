@@ -33,6 +33,11 @@ struct Failure {
   int32_t peer = -1;  // the member the call was waiting on, when the exception names it
 };
 
+// The failures every transport reports alike: a peer that did not take part within `timeout`, and
+// a lost connection; `detail` says where (the transport's own words), `peer` whom, when known.
+Failure TimedOut(std::chrono::milliseconds timeout, const std::string& detail, int32_t peer = -1);
+Failure PeerLost(const std::string& detail, int32_t peer = -1);
+
 // Classifies the exception currently being handled (call only inside a catch block).
 Failure CurrentFailure(std::chrono::milliseconds timeout);
 

@@ -7,10 +7,12 @@ rank computes itself, and the engine's counters say which path the data took.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 
 import numpy as np
+import pytest
 
 import horovod.common as hvd
 from horovod.common.exceptions import CollectiveMismatchError
@@ -86,26 +88,18 @@ def test_cached_alltoalls_are_sent_ahead_with_sizes_that_change() -> None:
         assert stats["backend_calls"]["alltoall"] == 1, (rank, stats)
 
 
-def _blocks_of_1_mib(rank: int, n: int, step: int) -> list[int]:
-    return [16] * n  # rows of 64 KiB
+def _equal_blocks(rows: int, rank: int, n: int, step: int) -> list[int]:
+    return [rows] * n  # rows of 64 KiB
 
 
-def test_alltoall_blocks_of_up_to_1_mib_go_ahead() -> None:
-    # The first step is negotiated by the coordinator; the other two go ahead.
-    for rank, (stats,) in enumerate(run_cluster(_alltoall_steps, 2, args=(3, _blocks_of_1_mib))):
-        assert stats["eager_sends"] == 2, (rank, stats)
-        assert stats["backend_calls"]["alltoall"] == 1, (rank, stats)
-
-
-def _blocks_over_1_mib(rank: int, n: int, step: int) -> list[int]:
-    return [17] * n  # rows of 64 KiB
-
-
-def test_alltoall_blocks_over_1_mib_go_the_usual_way() -> None:
-    # Copying large blocks out of the receive space costs more than sending them ahead saves.
-    for rank, (stats,) in enumerate(run_cluster(_alltoall_steps, 2, args=(3, _blocks_over_1_mib))):
-        assert stats["eager_sends"] == 0, (rank, stats)
-        assert stats["backend_calls"]["alltoall"] == 3, (rank, stats)
+@pytest.mark.parametrize(("rows", "ahead"), [(16, True), (17, False)], ids=["1 MiB blocks", "1088 KiB blocks"])
+def test_alltoall_blocks_go_ahead_up_to_1_mib(rows: int, ahead: bool) -> None:
+    # Copying large blocks out of the receive space costs more than sending them ahead saves. Of 3
+    # steps the first is negotiated by the coordinator; the other two go ahead, or all 3 go the
+    # usual way.
+    for rank, (stats,) in enumerate(run_cluster(_alltoall_steps, 2, args=(3, functools.partial(_equal_blocks, rows)))):
+        assert stats["eager_sends"] == (2 if ahead else 0), (rank, stats)
+        assert stats["backend_calls"]["alltoall"] == (1 if ahead else 3), (rank, stats)
 
 
 def _rank0_sends_rank1_nothing(rank: int, n: int, step: int) -> list[int]:

@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 
 #include <gloo/allgather.h>
@@ -212,7 +211,7 @@ void EagerLinks::Connect(const std::vector<size_t>& bytes) {
       WriteAll(l.fd, &hello, sizeof hello, deadline);
     }
   }
-  for (int32_t accepted = 0; accepted < me * channels; ++accepted) {
+  for (int32_t accepted = 0; accepted < me * channels;) {
     int fd = -1;
     while ((fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)) == -1) {
       if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
@@ -242,10 +241,10 @@ void EagerLinks::Connect(const std::vector<size_t>& bytes) {
                        hello.channel < channels && link(hello.channel, hello.rank).fd == -1;
     if (!known) {  // not a member's (a port scan, say): it does not count
       close(fd);
-      --accepted;
       continue;
     }
     link(hello.channel, hello.rank).fd = fd;
+    ++accepted;
   }
   for (Link& l : links_) {
     if (l.fd != -1) SetNoDelay(l.fd);
@@ -357,16 +356,13 @@ void EagerLinks::WriteSome(Link& l) {
 template <typename Done>
 void EagerLinks::Progress(Link& l, const char* op, Done done) {
   const auto deadline = Clock::now() + comm_->timeout;
-  std::vector<pollfd> fds;
-  std::vector<Link*> polled;
+  std::vector<pollfd>& fds = poll_fds_;
+  std::vector<Link*>& polled = polled_;
   for (;;) {
     Service(l);
     if (done()) return;
     if (!l.closed.empty()) {
-      throw LinkFailure(HVD_ERR_PEER_LOST,
-                        "lost the connection to a peer, whose process has probably stopped (eager " + std::string(op) +
-                            " on channel " + std::to_string(l.channel) + ": " + l.closed + ")",
-                        l.peer);
+      throw PeerLost("eager " + std::string(op) + " on channel " + std::to_string(l.channel) + ": " + l.closed, l.peer);
     }
     // Everything else goes on too: a peer may be waiting for this member to read what it sends.
     fds.clear();
@@ -380,16 +376,8 @@ void EagerLinks::Progress(Link& l, const char* op, Done done) {
     }
     int ready = poll(fds.data(), fds.size(), MillisLeft(deadline));
     if (ready == -1 && errno != EINTR) throw LinkFailure(HVD_ERR_INTERNAL, Errno("poll"));
-    if (ready == 0) {
-      char seconds[32];
-      std::snprintf(seconds, sizeof seconds, "%g s", (double)comm_->timeout.count() / 1000.0);
-      throw LinkFailure(HVD_ERR_TIMEOUT,
-                        "timed out after " + std::string(seconds) +
-                            " (HOROVOD_GLOO_TIMEOUT_SECONDS): a peer did not take part in time "
-                            "(eager " +
-                            std::string(op) + " on channel " + std::to_string(l.channel) + ")",
-                        l.peer);
-    }
+    if (ready == 0)
+      throw TimedOut(comm_->timeout, "eager " + std::string(op) + " on channel " + std::to_string(l.channel), l.peer);
     for (size_t i = 0; ready > 0 && i < fds.size(); ++i) {
       if (fds[i].revents && polled[i] != &l) Service(*polled[i]);
     }

@@ -22,6 +22,8 @@
 // members that both wait on each other always progress.
 #pragma once
 
+#include <poll.h>
+
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -98,6 +100,9 @@ class EagerLinks {
   int32_t size_ = 0;
   std::vector<size_t> bytes_;
   std::vector<Link> links_;  // channel-major; this member's own entries unused
+  // Progress's poll set, kept between waits: a record is waited for every cycle.
+  std::vector<pollfd> poll_fds_;
+  std::vector<Link*> polled_;
 };
 
 }  // namespace hvd_gloo
