@@ -29,7 +29,7 @@ struct hvd_comm {
   // context, so destroyed first: the TCP transport works on the context until it is gone.
   std::unique_ptr<hvd_gloo::Transport> transport;
   // Eager messages' connections and space (tcp/eager.h), once opened.
-  std::unique_ptr<hvd_gloo::EagerLinks> eager;
+  std::unique_ptr<hvd_gloo::Links> eager;
 
   std::string last_error;
   // After a collective fails (Gloo threw, or a peer on shared memory was lost or out of step), the

@@ -74,7 +74,7 @@ Failure CurrentFailure(std::chrono::milliseconds timeout) {
     return {HVD_ERR_INTERNAL, e.what()};
   } catch (const hvd_shm::Failure& e) {
     return {e.status, e.message, e.peer};
-  } catch (const Failure& e) {  // what the backend's own connections throw (tcp/eager_links.h)
+  } catch (const Failure& e) {  // what the backend's own connections throw (tcp/links.h)
     return e;
   } catch (const gloo::IoException& e) {
     return FromTransportMessage(e.what(), timeout);

@@ -4,7 +4,8 @@
 //
 //  - local: a communicator of one member; every collective is a local copy (local_transport.cc);
 //  - shared memory: every member on this host (shm_transport.cc, on csrc/shm/);
-//  - tcp: Gloo's algorithms and pairwise exchanges over its TCP pairs (csrc/tcp/).
+//  - tcp: Gloo's ring algorithms over its TCP pairs, and direct transfers on connections of the
+//    backend's own (csrc/tcp/).
 //
 // Send and recv are not collectives: they always go over Gloo's TCP pairs (tcp/p2p.cc), which
 // every communicator of several members has, whatever carries its collectives.

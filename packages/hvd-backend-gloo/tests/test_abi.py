@@ -114,6 +114,44 @@ def test_uneven_alltoallv_and_reducescatter_with_empty_blocks() -> None:
     _abi.run_members(n, member)
 
 
+@pytest.mark.parametrize("size", [2, 3, 4])
+def test_broadcast_from_every_root_reaches_every_member(size: int) -> None:
+    # Over TCP a binomial tree of direct transfers: with 4 members one member receives from another
+    # that is not the root. 8 MiB is more than a socket's buffers hold, so a transfer only ends if
+    # the receiver reads while the sender writes.
+    counts = (5, 2 * 1024 * 1024 + 3)
+
+    def member(comm: _abi.Comm) -> None:
+        for count in counts:
+            for root in range(comm.size):
+                buf = (np.arange(count) % 97 + 1000 * root).astype(np.float32)
+                if comm.rank != root:
+                    buf[:] = -1
+                assert comm.broadcast(buf, "float32", root) == _abi.OK, comm.last_error
+                np.testing.assert_array_equal(buf, (np.arange(count) % 97 + 1000 * root).astype(np.float32))
+
+    _abi.run_members(size, member, timeout_ms=60000)
+
+
+def test_large_alltoallv_blocks_cross_both_ways_at_once() -> None:
+    # Every member sends and receives blocks of megabytes at the same time (more than the sockets
+    # hold both ways): the exchange must read while it writes, or two members would wait on each
+    # other. Uneven, so a wrong offset shows.
+    n, unit = 3, 256 * 1024
+
+    def member(comm: _abi.Comm) -> None:
+        rank = comm.rank
+        sendcounts = [(rank + p + 1) * unit + p for p in range(n)]
+        recvcounts = [(q + rank + 1) * unit + rank for q in range(n)]
+        send = np.concatenate([np.full(c, 10 * rank + p, np.int32) for p, c in enumerate(sendcounts)])
+        recv = np.full(sum(recvcounts), -1, np.int32)
+        assert comm.alltoallv(send, sendcounts, recv, recvcounts, "int32") == _abi.OK, comm.last_error
+        expected = np.concatenate([np.full(c, 10 * q + rank, np.int32) for q, c in enumerate(recvcounts)])
+        np.testing.assert_array_equal(recv, expected)
+
+    _abi.run_members(n, member, timeout_ms=60000)
+
+
 def test_send_and_recv() -> None:
     def member(comm: _abi.Comm) -> None:
         payload = np.arange(100000, dtype=np.int64)

@@ -88,3 +88,29 @@ def test_a_peer_that_disappears_is_reported_lost_before_the_timeout(transport: s
     assert rc == _abi.PEER_LOST, message
     lost = {"tcp": "lost the connection to a peer", "shared memory": "lost the peer: it closed its communicator"}
     assert message.startswith("gloo allreduce (rank 0 of 2, waiting on rank 1)") and lost[transport] in message, message
+
+
+def test_a_transfer_whose_members_disagree_on_its_length_fails_naming_both(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Over TCP a broadcast's data goes whole from the root to each member, framed by its length: a
+    # member called with another count learns it from the frame, before any byte lands in its
+    # buffer. (The engine agrees sizes before it calls a backend; this is the backend's own guard.)
+    # The root's 16 MiB does not fit in the sockets' buffers (4 MiB to send at most, and the
+    # receiver's grows only as it reads), so the root learns of the failure too, without waiting for
+    # the timeout.
+    monkeypatch.setenv("HOROVOD_GLOO_SHARED_MEMORY", "0")
+    counts = {0: 4 * 1024 * 1024, 1: 1024 * 1024}
+
+    def member(comm: _abi.Comm) -> tuple[int, str, bool]:
+        buf = np.full(counts[comm.rank], comm.rank, np.float32)
+        rc = comm.broadcast(buf, "float32", 0)
+        return (rc, comm.last_error, bool((buf[: counts[1]] == comm.rank).all()))
+
+    (rc0, message0, _), (rc1, message1, untouched1) = _abi.run_members(2, member, timeout_ms=30000)
+    assert rc1 == _abi.INVALID_ARGUMENT, message1
+    assert message1.startswith("gloo broadcast (rank 1 of 2, waiting on rank 0): "), message1
+    assert "collective mismatch: the peer sent a message of 16777216 bytes, where this member expected 4194304" in (
+        message1
+    ), message1
+    assert untouched1, "the mismatched message was written into the receiver's buffer"
+    assert rc0 == _abi.PEER_LOST, message0
+    assert message0.startswith("gloo broadcast (rank 0 of 2, waiting on rank 1): lost the connection"), message0

@@ -12,11 +12,6 @@
 #include "tcp/tcp_transport.h"
 
 namespace hvd_gloo {
-namespace {
-
-constexpr uint8_t kSmallAllreduceSlotPrefix = 0x44;
-
-}  // namespace
 
 void TcpTransport::AllreduceByExchange(const void* sendbuf, void* recvbuf, size_t count, hvd_dtype dtype,
                                        hvd_reduce_op op) {
@@ -36,7 +31,7 @@ void TcpTransport::AllreduceByExchange(const void* sendbuf, void* recvbuf, size_
     if (p == rank) continue;
     transfers[p] = {own, bytes, slots + (size_t)p * bytes, bytes};
   }
-  Exchange(comm_, kSmallAllreduceSlotPrefix, transfers, [&](int32_t p) {
+  Exchange(comm_, direct_, kDirect, transfers, [&](int32_t p) {
     const void* block = p == rank ? own : slots + (size_t)p * bytes;
     if (p == 0) {
       std::memcpy(recvbuf, block, bytes);

@@ -9,12 +9,6 @@
 #include "tcp/tcp_transport.h"
 
 namespace hvd_gloo {
-namespace {
-
-constexpr uint8_t kAlltoallvSlotPrefix = 0x41;  // Gloo's own prefixes are 0x01..0x08
-
-}  // namespace
-
 void TcpTransport::Alltoallv(const void* sendbuf, const size_t* sendcounts, void* recvbuf, const size_t* recvcounts,
                              size_t element_size) {
   const int32_t n = comm_->size, rank = comm_->rank;
@@ -33,7 +27,7 @@ void TcpTransport::Alltoallv(const void* sendbuf, const size_t* sendcounts, void
   // have arrived, which put the whole copy after the transfer on every member but rank 0 (and a
   // collective takes as long as its slowest member).
   const Transfer& own = transfers[rank];
-  Exchange(comm_, kAlltoallvSlotPrefix, transfers, nullptr, [&] {
+  Exchange(comm_, direct_, kDirect, transfers, nullptr, [&] {
     if (own.send_bytes) std::memcpy(own.recv, own.send, own.send_bytes);
   });
 }

@@ -1,5 +1,4 @@
-// The collectives Gloo implements itself, on the TCP transport: allreduce, allgatherv, broadcast,
-// barrier.
+// The collectives Gloo implements itself, on the TCP transport: allreduce, allgatherv, barrier.
 //
 // Each one is Gloo's unbound-buffer algorithm driven the way torch.distributed's ProcessGroupGloo
 // drives it (options object, then gloo::allreduce/allgatherv/...), directly on the caller's
@@ -11,7 +10,6 @@
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
-#include <gloo/broadcast.h>
 
 #include "common/reduce_fn.h"
 #include "horovod/hvd_reduce.hpp"
@@ -29,13 +27,6 @@ std::vector<int32_t> RingNeighbours(const hvd_comm* comm, int32_t from_offset) {
   int32_t to = (comm->rank - from_offset + comm->size) % comm->size;
   if (from == to) return {from};
   return {from, to};
-}
-
-// Gloo's broadcast is a binomial tree rooted at `root`: a member receives from its parent.
-int32_t TreeParent(const hvd_comm* comm, int32_t root) {
-  int32_t vrank = (comm->rank - root + comm->size) % comm->size;
-  int32_t vparent = vrank & (vrank - 1);  // clear the lowest set bit
-  return (vparent + root) % comm->size;
 }
 
 // Allreduce is one exchange round (AllreduceByExchange: each member sends its whole buffer to every
@@ -91,17 +82,6 @@ void TcpTransport::Allgatherv(const void* sendbuf, void* recvbuf, const size_t* 
     opts.setOutput<T>(static_cast<T*>(recvbuf), std::vector<size_t>(recvcounts, recvcounts + comm_->size));
   });
   gloo::allgatherv(opts);
-}
-
-void TcpTransport::Broadcast(void* buf, size_t count, size_t element_size, int32_t root) {
-  if (comm_->rank != root) comm_->waiting_on = {TreeParent(comm_, root)};
-  gloo::BroadcastOptions opts(comm_->context);
-  WithElementType(element_size, [&](auto type) {
-    using T = decltype(type);
-    opts.setOutput<T>(static_cast<T*>(buf), count);  // in place: the root sends from it
-  });
-  opts.setRoot(root);
-  gloo::broadcast(opts);
 }
 
 void TcpTransport::Barrier() {

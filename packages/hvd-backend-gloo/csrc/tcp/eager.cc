@@ -1,4 +1,4 @@
-// Eager messages over TCP (eager.h), on the connections of eager_links.h.
+// Eager messages over TCP (eager.h), on the connections of links.h.
 #include "tcp/eager.h"
 
 #include <string>
@@ -11,7 +11,7 @@ namespace hvd_gloo {
 namespace {
 
 // The links, or null with the failure recorded.
-EagerLinks* Checked(hvd_comm* comm, const char* op, int32_t channel, int32_t peer) {
+Links* Checked(hvd_comm* comm, const char* op, int32_t channel, int32_t peer) {
   std::string problem;
   if (!comm->eager) {
     problem = "eager messages were not opened";
@@ -37,13 +37,12 @@ int EagerOpen(hvd_comm* comm, const size_t* bytes, int32_t channels) {
   if (!problem.empty()) {
     return Fail(comm, HVD_ERR_INVALID_ARGUMENT, "gloo eager open (" + Describe(comm) + "): " + problem);
   }
-  return Guarded(comm, "eager open", [&] {
-    comm->eager = std::make_unique<EagerLinks>(comm, std::vector<size_t>(bytes, bytes + channels));
-  });
+  return Guarded(comm, "eager open",
+                 [&] { comm->eager = std::make_unique<Links>(comm, std::vector<size_t>(bytes, bytes + channels)); });
 }
 
 int EagerSend(hvd_comm* comm, int32_t channel, int32_t peer, const void* buf, size_t bytes) {
-  EagerLinks* eager = Checked(comm, "eager send", channel, peer);
+  Links* eager = Checked(comm, "eager send", channel, peer);
   if (!eager) return HVD_ERR_INVALID_ARGUMENT;
   const bool busy = eager->sending(channel, peer);
   if (bytes == 0 || bytes > eager->bytes(channel) || busy) {
@@ -57,7 +56,7 @@ int EagerSend(hvd_comm* comm, int32_t channel, int32_t peer, const void* buf, si
 }
 
 int EagerWaitSent(hvd_comm* comm, int32_t channel, int32_t peer) {
-  EagerLinks* eager = Checked(comm, "eager send", channel, peer);
+  Links* eager = Checked(comm, "eager send", channel, peer);
   if (!eager) return HVD_ERR_INVALID_ARGUMENT;
   if (!eager->sending(channel, peer)) return HVD_OK;
   return Guarded(comm, "eager send", [&] {
@@ -67,7 +66,7 @@ int EagerWaitSent(hvd_comm* comm, int32_t channel, int32_t peer) {
 }
 
 int EagerReceive(hvd_comm* comm, int32_t channel, int32_t peer, const void** data) {
-  EagerLinks* eager = Checked(comm, "eager receive", channel, peer);
+  Links* eager = Checked(comm, "eager receive", channel, peer);
   if (!eager) return HVD_ERR_INVALID_ARGUMENT;
   return Guarded(comm, "eager receive", [&] {
     comm->waiting_on = {peer};
@@ -76,7 +75,7 @@ int EagerReceive(hvd_comm* comm, int32_t channel, int32_t peer, const void** dat
 }
 
 int EagerRelease(hvd_comm* comm, int32_t channel, int32_t peer) {
-  EagerLinks* eager = Checked(comm, "eager release", channel, peer);
+  Links* eager = Checked(comm, "eager release", channel, peer);
   if (!eager) return HVD_ERR_INVALID_ARGUMENT;
   if (!eager->holds(channel, peer)) {
     return Fail(comm, HVD_ERR_INVALID_ARGUMENT,

@@ -4,7 +4,7 @@
 // crosses the network while the engine negotiates (or is the negotiation: the engine's records
 // travel on a channel of their own). Two per peer and channel: the engine may send a peer its next
 // message as soon as the last one's op has run, which is before that peer has released it. The
-// messages go on connections of this backend's own, not on Gloo's pairs (eager_links.h says why).
+// messages go on connections of this backend's own, not on Gloo's pairs (links.h says why).
 // Only communicators whose collectives go over TCP open them; on shared memory the data movement
 // costs less than the copy out of this space would.
 #pragma once
@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "tcp/eager_links.h"
+#include "tcp/links.h"
 
 struct hvd_comm;
 

@@ -1,5 +1,5 @@
-// A pairwise exchange between every two members, on Gloo's unbound buffers: how the TCP transport
-// moves alltoallv, reducescatter and small allreduces.
+// A pairwise exchange between every two members, on the TCP transport's direct connections
+// (links.h): how the TCP transport moves alltoallv, reducescatter and small allreduces.
 #pragma once
 
 #include <cstddef>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comm.h"
+#include "tcp/links.h"
 
 namespace hvd_gloo {
 
@@ -20,13 +21,12 @@ struct Transfer {
 };
 
 // Posts every send and receive at once (transfers[p] for peer p; the entry for this member is
-// ignored) and calls posted(), work of this member's own that overlaps the transfers. Then waits
-// for the receives in rank order, calling arrived(p) for every member p in rank order (this member
-// included) once p's data is there, and finally for the sends. Either callback may be empty.
-// Zero-byte transfers are skipped on both sides: both know the length. The whole exchange is
-// bounded by the communicator's timeout. Throws what Gloo throws; `slot_prefix` keeps exchanges of
-// different collectives apart.
-void Exchange(hvd_comm* comm, uint8_t slot_prefix, const std::vector<Transfer>& transfers,
+// ignored) on `channel` of `links`, a direct one, and calls posted(), work of this member's own that
+// overlaps the transfers. Then waits for the receives in rank order, calling arrived(p) for every
+// member p in rank order (this member included) once p's data is there, and finally for the sends.
+// Either callback may be empty. Zero-byte transfers are skipped on both sides: both know the
+// length. The whole exchange is bounded by the communicator's timeout; failures throw (links.h).
+void Exchange(hvd_comm* comm, Links& links, int32_t channel, const std::vector<Transfer>& transfers,
               const std::function<void(int32_t)>& arrived, const std::function<void()>& posted = {});
 
 }  // namespace hvd_gloo

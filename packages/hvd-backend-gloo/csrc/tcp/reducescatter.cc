@@ -18,12 +18,6 @@
 #include "tcp/tcp_transport.h"
 
 namespace hvd_gloo {
-namespace {
-
-constexpr uint8_t kReducescatterSlotPrefix = 0x42;
-
-}  // namespace
-
 void TcpTransport::Reducescatter(const void* sendbuf, void* recvbuf, const size_t* recvcounts, hvd_dtype dtype,
                                  hvd_reduce_op op) {
   const int32_t n = comm_->size, rank = comm_->rank;
@@ -49,7 +43,7 @@ void TcpTransport::Reducescatter(const void* sendbuf, void* recvbuf, const size_
     transfers[p].recv = const_cast<void*>(block_of(p));
     transfers[p].recv_bytes = own_bytes;
   }
-  Exchange(comm_, kReducescatterSlotPrefix, transfers, [&](int32_t p) {
+  Exchange(comm_, direct_, kDirect, transfers, [&](int32_t p) {
     if (own == 0) return;
     if (p == 0) {
       if (rank == 0) std::memcpy(recvbuf, send + offsets[0], own_bytes);  // else it arrived there

@@ -1,24 +1,29 @@
-// The transport of members on several hosts (or with shared memory turned off): Gloo's algorithms
-// and pairwise exchanges on the communicator's Gloo context, over TCP.
+// The transport of members on several hosts (or with shared memory turned off), over TCP: Gloo's
+// ring algorithms on the communicator's Gloo context, and direct transfers on connections of the
+// transport's own (links.h) where one member's data goes to another whole.
 //
-//  - allreduce, allgatherv, broadcast, barrier: Gloo's own (collectives.cc), small allreduces in
-//    one exchange round instead (allreduce_small.cc);
+//  - allreduce, allgatherv, barrier: Gloo's own (collectives.cc), small allreduces in one exchange
+//    round instead (allreduce_small.cc);
 //  - the multi-buffer allreduce: packed into one buffer for Gloo's ring (allreduce_buffers.cc);
+//  - broadcast: a binomial tree of direct transfers (broadcast.cc);
 //  - alltoallv and reducescatter: a pairwise exchange that skips empty blocks (exchange.h).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "comm.h"
+#include "tcp/links.h"
 #include "transport.h"
 
 namespace hvd_gloo {
 
 class TcpTransport final : public Transport {
  public:
-  explicit TcpTransport(hvd_comm* comm) : comm_(comm) {}
+  // Connects the direct connections too (collective: every member creates its transport alike).
+  explicit TcpTransport(hvd_comm* comm);
 
   const char* name() const override { return "tcp"; }
   bool OverNetwork() const override { return true; }
@@ -41,6 +46,9 @@ class TcpTransport final : public Transport {
   void AllreduceByExchange(const void* sendbuf, void* recvbuf, size_t count, hvd_dtype dtype, hvd_reduce_op op);
 
   hvd_comm* comm_;
+  // The direct connections: one channel, kDirect, to every peer.
+  static constexpr int32_t kDirect = 0;
+  Links direct_;
   // Receive space of reducescatter and of small allreduces, kept between calls (grow-only).
   std::vector<uint8_t> scratch_;
   // Where a multi-buffer allreduce packs its buffers (the allreduce it then runs may use

@@ -1,5 +1,5 @@
-// Eager messages on connections of this backend's own (eager_links.h).
-#include "tcp/eager_links.h"
+// Connections of this backend's own: eager messages and direct transfers (links.h).
+#include "tcp/links.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -23,9 +23,9 @@
 namespace hvd_gloo {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = Links::Clock;
 
-constexpr uint32_t kHelloMagic = 0x48564445;  // "HVDE": a connection of eager messages
+constexpr uint32_t kHelloMagic = 0x48564445;  // "HVDE": a connection of this backend's own
 
 // What a member publishes: where it listens.
 struct Listener {
@@ -130,7 +130,7 @@ void ReadAll(int fd, void* buf, size_t bytes, Clock::time_point deadline) {
 
 }  // namespace
 
-EagerLinks::EagerLinks(hvd_comm* comm, const std::vector<size_t>& bytes)
+Links::Links(hvd_comm* comm, const std::vector<size_t>& bytes)
     : comm_(comm), size_(comm->size), bytes_(bytes), links_(bytes.size() * (size_t)comm->size) {
   try {
     Connect(bytes);
@@ -141,12 +141,12 @@ EagerLinks::EagerLinks(hvd_comm* comm, const std::vector<size_t>& bytes)
   }
 }
 
-EagerLinks::~EagerLinks() {
+Links::~Links() {
   for (Link& l : links_)
     if (l.fd != -1) close(l.fd);
 }
 
-void EagerLinks::Connect(const std::vector<size_t>& bytes) {
+void Links::Connect(const std::vector<size_t>& bytes) {
   const int32_t me = comm_->rank, n = size_;
   const int32_t channels = (int32_t)bytes.size();
   const auto deadline = Clock::now() + comm_->timeout;
@@ -155,7 +155,7 @@ void EagerLinks::Connect(const std::vector<size_t>& bytes) {
       Link& l = link(c, p);
       l.channel = c;
       l.peer = p;
-      if (p == me) continue;
+      if (p == me || bytes[c] == 0) continue;
       // Not value-initialised: the pages are only committed once a message lands in them.
       for (auto& s : l.space) s.reset(new uint8_t[bytes[c]]);
     }
@@ -251,7 +251,9 @@ void EagerLinks::Connect(const std::vector<size_t>& bytes) {
   }
 }
 
-void EagerLinks::Send(int32_t channel, int32_t peer, const void* buf, size_t bytes) {
+Links::Clock::time_point Links::Deadline() const { return Clock::now() + comm_->timeout; }
+
+void Links::Send(int32_t channel, int32_t peer, const void* buf, size_t bytes) {
   Link& l = link(channel, peer);
   l.send_unwaited = true;
   l.send_active = true;
@@ -262,44 +264,79 @@ void EagerLinks::Send(int32_t channel, int32_t peer, const void* buf, size_t byt
   WriteSome(l);
 }
 
-void EagerLinks::WaitSent(int32_t channel, int32_t peer) {
+void Links::WaitSent(int32_t channel, int32_t peer, Clock::time_point deadline) {
   Link& l = link(channel, peer);
-  Progress(l, "send", [&] { return !l.send_active; });
+  Progress(l, "send", deadline, [&] { return !l.send_active; });
   l.send_unwaited = false;
 }
 
-const uint8_t* EagerLinks::Receive(int32_t channel, int32_t peer) {
+void Links::PostReceive(int32_t channel, int32_t peer, void* dst, size_t bytes) {
+  Link& l = link(channel, peer);
+  l.recv_dst = static_cast<uint8_t*>(dst);
+  l.recv_bytes = bytes;
+  l.recv_posted = true;
+  // What is already in the socket lands now; the rest as the waits (this member's any) go on.
+  Service(l);
+}
+
+void Links::WaitReceived(int32_t channel, int32_t peer, Clock::time_point deadline) {
+  Link& l = link(channel, peer);
+  Progress(l, "receive", deadline, [&] { return !l.recv_posted; });
+}
+
+const uint8_t* Links::Receive(int32_t channel, int32_t peer) {
   Link& l = link(channel, peer);
   if (!l.held) {
-    Progress(l, "receive", [&] { return l.filled > 0; });
+    Progress(l, "receive", Deadline(), [&] { return l.filled > 0; });
     l.held = true;
   }
   return l.space[l.oldest].get();
 }
 
-void EagerLinks::Release(int32_t channel, int32_t peer) {
+void Links::Release(int32_t channel, int32_t peer) {
   Link& l = link(channel, peer);
   l.held = false;
   l.filled -= 1;
   l.oldest ^= 1;
 }
 
-void EagerLinks::Service(Link& l) {
+void Links::Service(Link& l) {
   if (l.fd == -1 || !l.closed.empty()) return;
   if (l.send_active) WriteSome(l);
   ReadSome(l);
 }
 
-void EagerLinks::ReadSome(Link& l) {
-  while (l.closed.empty() && l.filled < 2) {
-    const int slot = (l.oldest + l.filled) % 2;
+void Links::Fail(Link& l, int status, std::string why) {
+  l.closed = std::move(why);
+  l.closed_status = status;
+  shutdown(l.fd, SHUT_RDWR);
+}
+
+std::string Links::Waiting(const Link& l, const char* op) const {
+  if (direct(l)) return std::string(op) + " of a direct transfer";
+  return "eager " + std::string(op) + " on channel " + std::to_string(l.channel);
+}
+
+bool Links::AcceptLength(Link& l) {
+  if (direct(l) ? l.header == l.recv_bytes : l.header > 0 && l.header <= bytes_[l.channel]) return true;
+  // The members disagree on what they exchange (a direct receive's length comes from the collective
+  // this member was called with): a mismatch, not a lost peer.
+  const std::string expected = direct(l) ? "this member expected " + std::to_string(l.recv_bytes)
+                                         : "the channel holds 1 to " + std::to_string(bytes_[l.channel]);
+  Fail(l, HVD_ERR_INVALID_ARGUMENT,
+       "collective mismatch: the peer sent a message of " + std::to_string(l.header) + " bytes, where " + expected);
+  return false;
+}
+
+void Links::ReadSome(Link& l) {
+  while (l.closed.empty() && ready_to_read(l)) {
     uint8_t* to;
     size_t want;
     if (l.header_got < sizeof l.header) {
       to = reinterpret_cast<uint8_t*>(&l.header) + l.header_got;
       want = sizeof l.header - l.header_got;
     } else {
-      to = l.space[slot].get() + l.payload_got;
+      to = (direct(l) ? l.recv_dst : l.space[(l.oldest + l.filled) % 2].get()) + l.payload_got;
       want = l.header - l.payload_got;
     }
     ssize_t got = recv(l.fd, to, want, 0);
@@ -307,27 +344,29 @@ void EagerLinks::ReadSome(Link& l) {
     if (got == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     if (got <= 0) {
       const bool between = l.header_got == 0;
-      l.closed = got == 0 ? (between ? "the peer closed the connection" : "the peer closed the connection mid-message")
-                          : Errno("recv");
+      Fail(l, HVD_ERR_PEER_LOST,
+           got == 0 ? (between ? "the peer closed the connection" : "the peer closed the connection mid-message")
+                    : Errno("recv"));
       return;
     }
     if (l.header_got < sizeof l.header) {
       l.header_got += (size_t)got;
-      if (l.header_got == sizeof l.header && (l.header == 0 || l.header > bytes_[l.channel])) {
-        l.closed = "the peer sent a message of " + std::to_string(l.header) + " bytes, where the channel holds 1 to " +
-                   std::to_string(bytes_[l.channel]);
-      }
+      if (l.header_got == sizeof l.header && !AcceptLength(l)) return;
       continue;
     }
     l.payload_got += (size_t)got;
     if (l.payload_got == l.header) {
-      l.filled += 1;
+      if (direct(l)) {
+        l.recv_posted = false;
+      } else {
+        l.filled += 1;
+      }
       l.header_got = l.payload_got = 0;
     }
   }
 }
 
-void EagerLinks::WriteSome(Link& l) {
+void Links::WriteSome(Link& l) {
   while (l.send_active && l.closed.empty()) {
     iovec parts[2];
     int count = 0;
@@ -345,7 +384,7 @@ void EagerLinks::WriteSome(Link& l) {
     if (put == -1 && errno == EINTR) continue;
     if (put == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     if (put == -1) {
-      l.closed = Errno("send");
+      Fail(l, HVD_ERR_PEER_LOST, Errno("send"));
       return;
     }
     l.send_done += (size_t)put;
@@ -354,30 +393,30 @@ void EagerLinks::WriteSome(Link& l) {
 }
 
 template <typename Done>
-void EagerLinks::Progress(Link& l, const char* op, Done done) {
-  const auto deadline = Clock::now() + comm_->timeout;
+void Links::Progress(Link& l, const char* op, Clock::time_point deadline, Done done) {
   std::vector<pollfd>& fds = poll_fds_;
   std::vector<Link*>& polled = polled_;
   for (;;) {
     Service(l);
     if (done()) return;
     if (!l.closed.empty()) {
-      throw PeerLost("eager " + std::string(op) + " on channel " + std::to_string(l.channel) + ": " + l.closed, l.peer);
+      const std::string detail = Waiting(l, op) + ": " + l.closed;
+      if (l.closed_status == HVD_ERR_PEER_LOST) throw PeerLost(detail, l.peer);
+      throw LinkFailure(l.closed_status, detail, l.peer);
     }
     // Everything else goes on too: a peer may be waiting for this member to read what it sends.
     fds.clear();
     polled.clear();
     for (Link& other : links_) {
       if (other.fd == -1 || !other.closed.empty()) continue;
-      short events = (short)((other.filled < 2 ? POLLIN : 0) | (other.send_active ? POLLOUT : 0));
+      short events = (short)((ready_to_read(other) ? POLLIN : 0) | (other.send_active ? POLLOUT : 0));
       if (!events) continue;
       fds.push_back({other.fd, events, 0});
       polled.push_back(&other);
     }
     int ready = poll(fds.data(), fds.size(), MillisLeft(deadline));
     if (ready == -1 && errno != EINTR) throw LinkFailure(HVD_ERR_INTERNAL, Errno("poll"));
-    if (ready == 0)
-      throw TimedOut(comm_->timeout, "eager " + std::string(op) + " on channel " + std::to_string(l.channel), l.peer);
+    if (ready == 0) throw TimedOut(comm_->timeout, Waiting(l, op), l.peer);
     for (size_t i = 0; ready > 0 && i < fds.size(); ++i) {
       if (fds[i].revents && polled[i] != &l) Service(*polled[i]);
     }
