@@ -40,6 +40,7 @@ const hvd_backend_ext_v1 kExtensions = {
     hvd_gloo::EagerWaitSent,
     hvd_gloo::EagerReceive,
     hvd_gloo::EagerRelease,
+    hvd_gloo::EagerReceiveInto,
 };
 
 }  // namespace

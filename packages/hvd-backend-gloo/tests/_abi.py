@@ -112,6 +112,7 @@ class _Extensions(Structure):
         ("eager_wait_sent", CFUNCTYPE(c_int, c_void_p, c_int32, c_int32)),
         ("eager_receive", CFUNCTYPE(c_int, c_void_p, c_int32, c_int32, POINTER(c_void_p))),
         ("eager_release", CFUNCTYPE(c_int, c_void_p, c_int32, c_int32)),
+        ("eager_receive_into", CFUNCTYPE(c_int, c_void_p, c_int32, c_int32, c_void_p, c_size_t)),
     ]
 
 
@@ -201,6 +202,10 @@ class Comm:
 
     def eager_release(self, peer: int, channel: int = 0) -> int:
         return self.table._extensions.eager_release(self.handle, channel, peer)
+
+    def eager_receive_into(self, dst: np.ndarray, peer: int, channel: int = 0) -> int:
+        """Takes `peer`'s oldest unreleased message (exactly dst.nbytes long) into `dst` and releases it."""
+        return self.table._extensions.eager_receive_into(self.handle, channel, peer, dst.ctypes.data, dst.nbytes)
 
     def allgatherv(self, send: np.ndarray, recv: np.ndarray, counts: Sequence[int], dtype: str) -> int:
         return self.table.allgatherv(self.handle, send.ctypes.data, recv.ctypes.data, _sizes(counts), DTYPES[dtype])

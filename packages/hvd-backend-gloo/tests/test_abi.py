@@ -362,6 +362,51 @@ def test_eager_messages_a_departed_peer_sent_are_still_taken(monkeypatch: pytest
     _abi.run_members(2, member)
 
 
+def test_eager_messages_taken_into_place_whole_half_arrived_or_not_yet_sent(monkeypatch: pytest.MonkeyPatch) -> None:
+    # eager_receive_into, in each state the message can be in when it is called: already whole in
+    # the receive space (copied), half read into the space (the rest read straight into place: the
+    # 32 MiB message is more than the sockets hold while its sender waits elsewhere, so a receive
+    # of the message before it leaves this one half read), and not sent yet (read straight into
+    # place). Messages on the space's normal path before and after show that the space stays in
+    # step.
+    monkeypatch.setenv("HOROVOD_GLOO_SHARED_MEMORY", "0")
+    space = 32 << 20
+    small = [np.arange(100, dtype=np.uint8) + k for k in range(4)]
+    large = (np.arange(space // 8, dtype=np.int64) * 2654435761).view(np.uint8)
+
+    def member(comm: _abi.Comm) -> None:
+        assert comm.eager_open(space) == _abi.OK, comm.last_error
+        if comm.rank == 1:
+            for buf in (small[0], small[1]):  # both fit in the space: the first receive reads both
+                assert comm.eager_send(buf, 0) == _abi.OK and comm.eager_wait_sent(0) == _abi.OK, comm.last_error
+            assert comm.barrier() == _abi.OK, comm.last_error
+            assert comm.eager_send(small[2], 0) == _abi.OK and comm.eager_wait_sent(0) == _abi.OK, comm.last_error
+            assert comm.eager_send(large, 0) == _abi.OK, comm.last_error  # only part of it leaves now
+            assert comm.barrier() == _abi.OK, comm.last_error
+            assert comm.eager_wait_sent(0) == _abi.OK, comm.last_error
+            assert comm.barrier() == _abi.OK, comm.last_error  # the receiver waits before this one is sent
+            assert comm.eager_send(small[3], 0) == _abi.OK and comm.eager_wait_sent(0) == _abi.OK, comm.last_error
+            return
+        assert comm.barrier() == _abi.OK, comm.last_error
+        assert comm.eager_receive(1, 100) == (_abi.OK, small[0].tobytes()), comm.last_error
+        assert comm.eager_release(1) == _abi.OK, comm.last_error
+        whole = np.zeros(100, np.uint8)
+        assert comm.eager_receive_into(whole, 1) == _abi.OK, comm.last_error
+        assert whole.tobytes() == small[1].tobytes()
+        assert comm.barrier() == _abi.OK, comm.last_error
+        assert comm.eager_receive(1, 100) == (_abi.OK, small[2].tobytes()), comm.last_error
+        assert comm.eager_release(1) == _abi.OK, comm.last_error
+        half = np.zeros_like(large)
+        assert comm.eager_receive_into(half, 1) == _abi.OK, comm.last_error
+        np.testing.assert_array_equal(half, large)
+        assert comm.barrier() == _abi.OK, comm.last_error
+        later = np.zeros(100, np.uint8)
+        assert comm.eager_receive_into(later, 1) == _abi.OK, comm.last_error
+        assert later.tobytes() == small[3].tobytes()
+
+    _abi.run_members(2, member, timeout_ms=30000)
+
+
 def test_eager_misuse_is_refused_with_what_is_wrong(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOROVOD_GLOO_SHARED_MEMORY", "0")
 
@@ -385,10 +430,20 @@ def test_eager_misuse_is_refused_with_what_is_wrong(monkeypatch: pytest.MonkeyPa
         assert comm.eager_send(small, peer) == _abi.INVALID_ARGUMENT and "still in flight" in comm.last_error
         assert comm.eager_wait_sent(peer) == _abi.OK, comm.last_error
         assert comm.eager_receive(peer, 16) == (_abi.OK, small.tobytes())
+        assert comm.eager_receive_into(np.zeros(16, np.uint8), peer) == _abi.INVALID_ARGUMENT
+        assert "a message is still held" in comm.last_error, comm.last_error
         assert comm.eager_release(peer) == _abi.OK, comm.last_error
+        assert comm.eager_receive_into(np.zeros(1025, np.uint8), peer) == _abi.INVALID_ARGUMENT
+        assert "1025 bytes (1 to 1024 bytes into a destination)" in comm.last_error, comm.last_error
         # None of the refusals broke the communicator.
         buf = np.full(4, comm.rank, np.int32)
         assert comm.allreduce(buf, buf, "int32", _abi.SUM) == _abi.OK, comm.last_error
         assert buf.tolist() == [1] * 4
+        # A message of another length than the receiver takes it as does: both lengths named.
+        assert comm.eager_send(small, peer) == _abi.OK and comm.eager_wait_sent(peer) == _abi.OK, comm.last_error
+        assert comm.eager_receive_into(np.zeros(8, np.uint8), peer) == _abi.INVALID_ARGUMENT
+        assert "collective mismatch: the peer sent a message of 16 bytes, where this member expected 8" in (
+            comm.last_error
+        ), comm.last_error
 
     _abi.run_members(2, member)

@@ -86,6 +86,24 @@ int EagerRelease(hvd_comm* comm, int32_t channel, int32_t peer) {
   return HVD_OK;
 }
 
+int EagerReceiveInto(hvd_comm* comm, int32_t channel, int32_t peer, void* dst, size_t bytes) {
+  Links* eager = Checked(comm, "eager receive", channel, peer);
+  if (!eager) return HVD_ERR_INVALID_ARGUMENT;
+  const bool held = eager->holds(channel, peer);
+  if (held || !dst || bytes == 0 || bytes > eager->bytes(channel)) {
+    return Fail(comm, HVD_ERR_INVALID_ARGUMENT,
+                "gloo eager receive (" + Describe(comm) + ") from " + RankName(comm, peer) + " on channel " +
+                    std::to_string(channel) + ": " +
+                    (held ? "a message is still held (received and not released)"
+                          : std::to_string(bytes) + " bytes " + (dst ? "" : "to no destination ") + "(1 to " +
+                                std::to_string(eager->bytes(channel)) + " bytes into a destination)"));
+  }
+  return Guarded(comm, "eager receive", [&] {
+    comm->waiting_on = {peer};
+    eager->ReceiveInto(channel, peer, dst, bytes);
+  });
+}
+
 void EagerClose(hvd_comm* comm) { comm->eager.reset(); }
 
 }  // namespace hvd_gloo

@@ -23,6 +23,7 @@ int EagerSend(hvd_comm* comm, int32_t channel, int32_t peer, const void* buf, si
 int EagerWaitSent(hvd_comm* comm, int32_t channel, int32_t peer);
 int EagerReceive(hvd_comm* comm, int32_t channel, int32_t peer, const void** data);
 int EagerRelease(hvd_comm* comm, int32_t channel, int32_t peer);
+int EagerReceiveInto(hvd_comm* comm, int32_t channel, int32_t peer, void* dst, size_t bytes);
 
 // Before the communicator is destroyed: closes the connections and frees the space.
 void EagerClose(hvd_comm* comm);

@@ -293,6 +293,26 @@ const uint8_t* Links::Receive(int32_t channel, int32_t peer) {
   return l.space[l.oldest].get();
 }
 
+void Links::ReceiveInto(int32_t channel, int32_t peer, void* dst, size_t bytes) {
+  Link& l = link(channel, peer);
+  if (l.filled > 0) {  // here already, whole
+    if (l.lengths[l.oldest] != bytes) {
+      Mismatch(l, l.lengths[l.oldest], bytes);
+      Throw(l, "receive");
+    }
+    std::memcpy(dst, l.space[l.oldest].get(), bytes);
+    l.filled -= 1;
+    l.oldest ^= 1;
+    return;
+  }
+  // On its way, or not begun: what has come moves to `dst`, the rest is read there.
+  l.recv_dst = static_cast<uint8_t*>(dst);
+  l.recv_bytes = bytes;
+  l.recv_posted = true;
+  if (l.header_got == sizeof l.header && AcceptLength(l)) std::memcpy(dst, l.space[l.oldest].get(), l.payload_got);
+  Progress(l, "receive", Deadline(), [&] { return !l.recv_posted; });
+}
+
 void Links::Release(int32_t channel, int32_t peer) {
   Link& l = link(channel, peer);
   l.held = false;
@@ -318,14 +338,30 @@ std::string Links::Waiting(const Link& l, const char* op) const {
 }
 
 bool Links::AcceptLength(Link& l) {
-  if (direct(l) ? l.header == l.recv_bytes : l.header > 0 && l.header <= bytes_[l.channel]) return true;
-  // The members disagree on what they exchange (a direct receive's length comes from the collective
-  // this member was called with): a mismatch, not a lost peer.
-  const std::string expected = direct(l) ? "this member expected " + std::to_string(l.recv_bytes)
-                                         : "the channel holds 1 to " + std::to_string(bytes_[l.channel]);
-  Fail(l, HVD_ERR_INVALID_ARGUMENT,
-       "collective mismatch: the peer sent a message of " + std::to_string(l.header) + " bytes, where " + expected);
+  // A posted receive (direct, or a message taken straight into place) knows its length.
+  if (l.recv_posted ? l.header == l.recv_bytes : l.header > 0 && l.header <= bytes_[l.channel]) return true;
+  if (l.recv_posted) {
+    Mismatch(l, l.header, l.recv_bytes);
+  } else {
+    Fail(l, HVD_ERR_INVALID_ARGUMENT,
+         "the peer sent a message of " + std::to_string(l.header) + " bytes, where the channel holds 1 to " +
+             std::to_string(bytes_[l.channel]));
+  }
   return false;
+}
+
+void Links::Mismatch(Link& l, uint64_t sent, size_t expected) {
+  // The members disagree on what they exchange (a receive's length comes from the collective this
+  // member was called with): a mismatch, not a lost peer.
+  Fail(l, HVD_ERR_INVALID_ARGUMENT,
+       "collective mismatch: the peer sent a message of " + std::to_string(sent) +
+           " bytes, where this member expected " + std::to_string(expected));
+}
+
+void Links::Throw(const Link& l, const char* op) const {
+  const std::string detail = Waiting(l, op) + ": " + l.closed;
+  if (l.closed_status == HVD_ERR_PEER_LOST) throw PeerLost(detail, l.peer);
+  throw LinkFailure(l.closed_status, detail, l.peer);
 }
 
 void Links::ReadSome(Link& l) {
@@ -336,7 +372,7 @@ void Links::ReadSome(Link& l) {
       to = reinterpret_cast<uint8_t*>(&l.header) + l.header_got;
       want = sizeof l.header - l.header_got;
     } else {
-      to = (direct(l) ? l.recv_dst : l.space[(l.oldest + l.filled) % 2].get()) + l.payload_got;
+      to = (l.recv_posted ? l.recv_dst : l.space[(l.oldest + l.filled) % 2].get()) + l.payload_got;
       want = l.header - l.payload_got;
     }
     ssize_t got = recv(l.fd, to, want, 0);
@@ -356,9 +392,10 @@ void Links::ReadSome(Link& l) {
     }
     l.payload_got += (size_t)got;
     if (l.payload_got == l.header) {
-      if (direct(l)) {
-        l.recv_posted = false;
+      if (l.recv_posted) {
+        l.recv_posted = false;  // in place: no space was used
       } else {
+        l.lengths[(l.oldest + l.filled) % 2] = l.header;
         l.filled += 1;
       }
       l.header_got = l.payload_got = 0;
@@ -399,11 +436,7 @@ void Links::Progress(Link& l, const char* op, Clock::time_point deadline, Done d
   for (;;) {
     Service(l);
     if (done()) return;
-    if (!l.closed.empty()) {
-      const std::string detail = Waiting(l, op) + ": " + l.closed;
-      if (l.closed_status == HVD_ERR_PEER_LOST) throw PeerLost(detail, l.peer);
-      throw LinkFailure(l.closed_status, detail, l.peer);
-    }
+    if (!l.closed.empty()) Throw(l, op);
     // Everything else goes on too: a peer may be waiting for this member to read what it sends.
     fds.clear();
     polled.clear();

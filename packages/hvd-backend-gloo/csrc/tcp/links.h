@@ -84,6 +84,10 @@ class Links {
   const uint8_t* Receive(int32_t channel, int32_t peer);
   // Frees the held message's space for a later one.
   void Release(int32_t channel, int32_t peer);
+  // Receive, a copy of its `bytes` (the message's whole length) to `dst`, and Release, in one: the
+  // part of the message not yet here when it is called is read straight into `dst`. Not while a
+  // message from `peer` is held.
+  void ReceiveInto(int32_t channel, int32_t peer, void* dst, size_t bytes);
 
  private:
   struct Link {
@@ -91,9 +95,11 @@ class Links {
     int32_t channel = 0, peer = 0;
     // Receiving, with space: two spaces, filled in turn; `filled` complete messages from `oldest` on.
     std::array<std::unique_ptr<uint8_t[]>, 2> space;
+    std::array<uint64_t, 2> lengths{};  // of the messages in them
     int oldest = 0, filled = 0;
     bool held = false;  // Receive returned the oldest message and Release has not freed it yet
-    // Receiving, direct: where the posted message goes, from PostReceive until it is all there.
+    // A posted receive: where the next message goes (direct: PostReceive; with space: ReceiveInto,
+    // for the oldest message, while none is complete), until it is all there.
     uint8_t* recv_dst = nullptr;
     size_t recv_bytes = 0;
     bool recv_posted = false;
@@ -115,7 +121,8 @@ class Links {
   Link& link(int32_t channel, int32_t peer) { return links_[(size_t)channel * size_ + peer]; }
   const Link& link(int32_t channel, int32_t peer) const { return links_[(size_t)channel * size_ + peer]; }
   bool direct(const Link& l) const { return bytes_[l.channel] == 0; }
-  // Whether `l` has room for what its peer sends next (space free, or a receive posted).
+  // Whether `l` has room for what its peer sends next (space free, or a receive posted; with space,
+  // a posted receive implies none is complete, so `filled` is 0).
   bool ready_to_read(const Link& l) const { return direct(l) ? l.recv_posted : l.filled < 2; }
   void Connect(const std::vector<size_t>& bytes);
   // Reads what `l` has room for, writes what it has to send; never blocks.
@@ -127,6 +134,10 @@ class Links {
   // The connection can no longer be used: says why to the wait that needs it, and shuts it down so
   // that the peer's waits on it end too.
   void Fail(Link& l, int status, std::string why);
+  // The peer sent `sent` bytes where this member's receive takes `expected`.
+  void Mismatch(Link& l, uint64_t sent, size_t expected);
+  // Reports `l`'s failure to a wait doing `op`.
+  [[noreturn]] void Throw(const Link& l, const char* op) const;
   // "eager receive on channel 1", "send of a direct transfer": what a wait on `l` was doing.
   std::string Waiting(const Link& l, const char* op) const;
   // Services every link until done() holds or `deadline` passes, waiting in poll() in between; `l`

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstddef>
+#include <cstring>
 
 namespace hvdcore {
 
@@ -67,6 +68,8 @@ Status Backend::Load(const std::string& path, std::shared_ptr<Backend>* out) {
       if (all) {
         backend->eager_ = {ext->eager_open, ext->eager_send, ext->eager_wait_sent, ext->eager_receive,
                            ext->eager_release};
+        if (ext->struct_size >= offsetof(hvd_backend_ext_v1, eager_receive_into) + sizeof ext->eager_receive_into)
+          backend->eager_.receive_into = ext->eager_receive_into;
       }
     }
   }
@@ -142,6 +145,16 @@ Status Comm::EagerReceive(int32_t channel, int32_t peer, const void** data) {
 }
 Status Comm::EagerRelease(int32_t channel, int32_t peer) {
   return Check(backend_->eager_.release(handle_, channel, peer), "eager receive");
+}
+Status Comm::EagerReceiveInto(int32_t channel, int32_t peer, void* dst, size_t bytes) {
+  if (backend_->eager_.receive_into) {
+    return Check(backend_->eager_.receive_into(handle_, channel, peer, dst, bytes), "eager receive");
+  }
+  const void* data = nullptr;
+  Status st = EagerReceive(channel, peer, &data);
+  if (!st.ok()) return st;
+  std::memcpy(dst, data, bytes);
+  return EagerRelease(channel, peer);
 }
 
 }  // namespace hvdcore

@@ -34,6 +34,7 @@ class Backend {
     decltype(hvd_backend_ext_v1::eager_wait_sent) wait_sent = nullptr;
     decltype(hvd_backend_ext_v1::eager_receive) receive = nullptr;
     decltype(hvd_backend_ext_v1::eager_release) release = nullptr;
+    decltype(hvd_backend_ext_v1::eager_receive_into) receive_into = nullptr;  // optional
   } eager_;
   std::string path_;
 };
@@ -74,6 +75,9 @@ class Comm {
   Status EagerSend(int32_t channel, int32_t peer, const void* buf, size_t bytes);
   Status EagerWaitSent(int32_t channel, int32_t peer);
   Status EagerReceive(int32_t channel, int32_t peer, const void** data);
+  // The oldest message from `peer` (exactly `bytes` long) copied to `dst` and released: by the
+  // backend's eager_receive_into where it has one, straight into `dst`, else receive, copy, release.
+  Status EagerReceiveInto(int32_t channel, int32_t peer, void* dst, size_t bytes);
   Status EagerRelease(int32_t channel, int32_t peer);
 
  private:

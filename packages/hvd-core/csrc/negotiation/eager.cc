@@ -1,7 +1,5 @@
 #include "negotiation/eager.h"
 
-#include <cstring>
-
 namespace hvdcore {
 
 Status OpenEager(Comm* comm, size_t record_bytes, size_t data_bytes, EagerChannel* records, EagerChannel* data) {
@@ -38,10 +36,8 @@ Status EagerChannel::Settle() {
 }
 
 Status EagerChannel::Take(int32_t peer, void* dst, size_t bytes) {
-  return Take(peer, [&](const uint8_t* message) {
-    if (dst && bytes) std::memcpy(dst, message, bytes);
-    return Status::Ok();
-  });
+  if (dst && bytes) return comm_->EagerReceiveInto(channel_, peer, dst, bytes);
+  return Take(peer, [](const uint8_t*) { return Status::Ok(); });
 }
 
 }  // namespace hvdcore

@@ -61,8 +61,9 @@ class EagerChannel {
   Status Send(int32_t slot, const std::vector<Part>& parts);
   // This member's messages were taken or dropped: waits until they have left its memory.
   Status Settle();
-  // The oldest message from `peer`: copies its first `bytes` to `dst` (none when dst is null), then
-  // frees its space for a later one.
+  // The oldest message from `peer`, `bytes` long: lands in `dst` (the part still on its way straight
+  // there, where the backend can), or is dropped when dst is null; its space is freed for a later
+  // one.
   Status Take(int32_t peer, void* dst, size_t bytes);
   // The same, lending the message where it lies to `read` (a callable taking `const uint8_t*` and
   // returning Status) instead, for a message whose length only its content tells (the channel's

@@ -222,6 +222,14 @@ typedef struct hvd_backend_ext_v1 {
   int (*eager_wait_sent)(hvd_comm* comm, int32_t channel, int32_t peer);
   int (*eager_receive)(hvd_comm* comm, int32_t channel, int32_t peer, const void** data);
   int (*eager_release)(hvd_comm* comm, int32_t channel, int32_t peer);
+
+  /* Appended after eager_release (check struct_size); optional even where the five above are set
+   * (NULL: the engine calls eager_receive, copies and calls eager_release instead).
+   *  - eager_receive_into: as eager_receive, a copy of the message's `bytes` bytes (its whole
+   *    length, at least 1) to `dst`, and eager_release, in one call: the bytes still on their way
+   *    when it is called may land in `dst` directly, with no copy. Never called while a message
+   *    from `peer` on `channel` is held (received and not released). */
+  int (*eager_receive_into)(hvd_comm* comm, int32_t channel, int32_t peer, void* dst, size_t bytes);
 } hvd_backend_ext_v1;
 
 typedef const hvd_backend_ext_v1* (*hvd_backend_ext_v1_get_fn)(void);
