@@ -27,6 +27,11 @@ using Clock = Links::Clock;
 
 constexpr uint32_t kHelloMagic = 0x48564445;  // "HVDE": a connection of this backend's own
 
+// While a message has at least twice this much left to arrive, poll() reports its connection
+// readable only once this much is there (SO_RCVLOWAT), not for every segment: each wake-up is a
+// poll() and a recv() on a 2-core machine shared with the sender.
+constexpr size_t kWakeBytes = 256 << 10;
+
 // What a member publishes: where it listens.
 struct Listener {
   sockaddr_storage addr;
@@ -177,7 +182,8 @@ void Links::Connect(const std::vector<size_t>& bytes) {
   } close_listener{listener};
   if (bind(listener, reinterpret_cast<sockaddr*>(&mine.addr), mine.len) == -1 || listen(listener, SOMAXCONN) == -1 ||
       getsockname(listener, reinterpret_cast<sockaddr*>(&mine.addr), &mine.len) == -1) {
-    throw LinkFailure(HVD_ERR_INTERNAL, Errno("listening for eager connections on " + comm_->device_description));
+    throw LinkFailure(HVD_ERR_INTERNAL,
+                      Errno("listening for the connections of " + Purpose() + " on " + comm_->device_description));
   }
   SetNonBlocking(listener);
   std::vector<Listener> everyone(n);
@@ -195,17 +201,17 @@ void Links::Connect(const std::vector<size_t>& bytes) {
       SetNonBlocking(l.fd);
       if (connect(l.fd, reinterpret_cast<const sockaddr*>(&everyone[p].addr), everyone[p].len) == -1 &&
           errno != EINPROGRESS) {
-        throw LinkFailure(HVD_ERR_PEER_LOST, Errno("connecting for eager messages"), p);
+        throw LinkFailure(HVD_ERR_PEER_LOST, Errno("connecting for " + Purpose()), p);
       }
       if (!AwaitFd(l.fd, POLLOUT, deadline)) {
-        throw LinkFailure(HVD_ERR_TIMEOUT, "timed out connecting for eager messages", p);
+        throw LinkFailure(HVD_ERR_TIMEOUT, "timed out connecting for " + Purpose(), p);
       }
       int error = 0;
       socklen_t len = sizeof error;
       getsockopt(l.fd, SOL_SOCKET, SO_ERROR, &error, &len);
       if (error) {
         errno = error;
-        throw LinkFailure(HVD_ERR_PEER_LOST, Errno("connecting for eager messages"), p);
+        throw LinkFailure(HVD_ERR_PEER_LOST, Errno("connecting for " + Purpose()), p);
       }
       Hello hello{kHelloMagic, me, c};
       WriteAll(l.fd, &hello, sizeof hello, deadline);
@@ -226,7 +232,7 @@ void Links::Connect(const std::vector<size_t>& bytes) {
             missing += (missing.empty() ? "" : ", ") + RankName(comm_, p) + " (channel " + std::to_string(c) + ")";
           }
         }
-        throw LinkFailure(HVD_ERR_TIMEOUT, "timed out waiting for the eager messages' connections from " + missing,
+        throw LinkFailure(HVD_ERR_TIMEOUT, "timed out waiting for the connections of " + Purpose() + " from " + missing,
                           first);
       }
     }
@@ -249,6 +255,11 @@ void Links::Connect(const std::vector<size_t>& bytes) {
   for (Link& l : links_) {
     if (l.fd != -1) SetNoDelay(l.fd);
   }
+}
+
+std::string Links::Purpose() const {
+  const bool all_direct = std::all_of(bytes_.begin(), bytes_.end(), [](size_t b) { return b == 0; });
+  return all_direct ? "direct transfers" : "eager messages";
 }
 
 Links::Clock::time_point Links::Deadline() const { return Clock::now() + comm_->timeout; }
@@ -377,7 +388,10 @@ void Links::ReadSome(Link& l) {
     }
     ssize_t got = recv(l.fd, to, want, 0);
     if (got == -1 && errno == EINTR) continue;
-    if (got == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (got == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      SetLowWater(l);  // a wait in poll() follows
+      return;
+    }
     if (got <= 0) {
       const bool between = l.header_got == 0;
       Fail(l, HVD_ERR_PEER_LOST,
@@ -401,6 +415,14 @@ void Links::ReadSome(Link& l) {
       l.header_got = l.payload_got = 0;
     }
   }
+}
+
+void Links::SetLowWater(Link& l) {
+  int mark = 1;
+  if (l.header_got == sizeof l.header && l.header - l.payload_got >= 2 * kWakeBytes) mark = (int)kWakeBytes;
+  if (mark == l.low_water) return;
+  // Not worth failing for: without it, the wait only wakes more often.
+  if (setsockopt(l.fd, SOL_SOCKET, SO_RCVLOWAT, &mark, sizeof mark) == 0) l.low_water = mark;
 }
 
 void Links::WriteSome(Link& l) {

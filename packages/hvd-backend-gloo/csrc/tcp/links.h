@@ -106,6 +106,7 @@ class Links {
     // The message being read: its length, then its bytes.
     uint64_t header = 0;
     size_t header_got = 0, payload_got = 0;
+    int low_water = 1;  // the socket's SO_RCVLOWAT (SetLowWater)
     // Sending: at most one message at a time, from Send until WaitSent.
     bool send_unwaited = false;
     bool send_active = false;  // bytes still to write
@@ -125,11 +126,15 @@ class Links {
   // a posted receive implies none is complete, so `filled` is 0).
   bool ready_to_read(const Link& l) const { return direct(l) ? l.recv_posted : l.filled < 2; }
   void Connect(const std::vector<size_t>& bytes);
+  // "eager messages" or "direct transfers", for set-up failures.
+  std::string Purpose() const;
   // Reads what `l` has room for, writes what it has to send; never blocks.
   void Service(Link& l);
   void ReadSome(Link& l);
   // A message's length is known: false (and the connection failed) when `l` has no room for it.
   bool AcceptLength(Link& l);
+  // Before a wait on `l`: poll() wakes for a large message's bytes in chunks, else at once.
+  void SetLowWater(Link& l);
   void WriteSome(Link& l);
   // The connection can no longer be used: says why to the wait that needs it, and shuts it down so
   // that the peer's waits on it end too.
