@@ -2,8 +2,8 @@
 //
 // Every call into a transport runs inside Guarded(): Gloo reports failures by throwing
 // (gloo::IoException for transport errors and timeouts, gloo::EnforceNotMet for violated
-// preconditions), the shared-memory transport throws hvd_shm::Failure, the eager messages'
-// connections (tcp/links.h) throw Failure itself, and no exception may cross
+// preconditions), the shared-memory transport throws hvd_shm::Failure, the backend's own
+// connections (tcp/links.h: eager messages, direct transfers) throw Failure itself, and no exception may cross
 // the C ABI. A failed Gloo context cannot be used again, nor can members out of step on shared
 // memory, so the first failure marks the communicator broken and later calls fail at once with the
 // same status.

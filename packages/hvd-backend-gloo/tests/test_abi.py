@@ -28,9 +28,9 @@ def test_function_table() -> None:
 
 @pytest.mark.parametrize("size", [2, 3])
 @pytest.mark.parametrize("in_place", [True, False])
-def test_large_allreduce_spans_many_segments(size: int, in_place: bool) -> None:
-    # Gloo's ring splits buffers into segments of at most 1 MiB: 3 MiB and an odd count give
-    # several segments per rank and a ragged last one.
+def test_large_allreduce_of_uneven_blocks(size: int, in_place: bool) -> None:
+    # 3 MiB and an odd count: over TCP a reducescatter and an allgather whose blocks differ in size
+    # (2 and 3 members), through shared memory several slots' worth with a ragged last piece.
     count = 3 * 262144 + 7
 
     def member(comm: _abi.Comm) -> None:
@@ -47,29 +47,31 @@ def test_large_allreduce_spans_many_segments(size: int, in_place: bool) -> None:
 
 
 @pytest.mark.parametrize("size", [2, 3])
-def test_small_and_ring_allreduce_agree_bitwise_on_every_rank(size: int) -> None:
-    # Small buffers take one exchange round, larger ones Gloo's ring (the switch is at 64 KiB sent
-    # per member). Both must give every member the very same bits, in place or not, call after
-    # call (the in-place exchange must not send from the buffer it is folding into).
-    limit = 64 * 1024 // 4 // (size - 1)
+def test_every_allreduce_algorithm_agrees_bitwise_on_every_rank(size: int) -> None:
+    # Over TCP a buffer of up to 2 MiB x n/2/(n-1) is one exchange round, one of up to 8 MiB a
+    # reducescatter and an allgather of direct transfers, a larger one Gloo's ring (collectives.cc);
+    # each size here sits on one side of a switch. Every member must get the very same bits, in
+    # place or not, call after call (the in-place exchange must not send from the buffer it is
+    # folding into; the in-place scatter-gather must not receive into the block it folds).
+    exchange_limit = (2 << 20) * size // (2 * (size - 1)) // 4
+    scatter_gather_limit = (8 << 20) // 4
     rng = np.random.default_rng(7)
-    inputs = {
-        count: [rng.standard_normal(count).astype(np.float32) for _ in range(size)] for count in (3, limit, limit + 1)
-    }
+    counts = (3, exchange_limit, exchange_limit + 1, scatter_gather_limit, scatter_gather_limit + 1)
+    inputs = {count: [rng.standard_normal(count).astype(np.float32) for _ in range(size)] for count in counts}
 
     def member(comm: _abi.Comm) -> list:
         results = []
         for per_rank in inputs.values():
-            for round_ in range(4):
+            for round_ in range(2):
                 send = per_rank[comm.rank] * (round_ + 1)
                 recv = send if round_ % 2 else np.empty_like(send)
                 assert comm.allreduce(send, recv, "float32", _abi.SUM) == _abi.OK, comm.last_error
-                expected = sum(x.astype(np.float64) * (round_ + 1) for x in per_rank)
+                expected = sum(x.astype(np.float64) for x in per_rank) * (round_ + 1)
                 np.testing.assert_allclose(recv, expected, rtol=1e-5, atol=1e-5)
                 results.append(recv.tobytes())
         return results
 
-    per_member = _abi.run_members(size, member)
+    per_member = _abi.run_members(size, member, timeout_ms=60000)
     assert all(r == per_member[0] for r in per_member[1:]), "members got different bits"
 
 

@@ -34,7 +34,7 @@ def test_the_engine_finds_the_extensions() -> None:
     # alltoalls' data ahead of negotiation through the eager messages.
     from horovod.common.testing.probes import load_backend
 
-    assert load_backend(library_path()).extensions == ["allreduce_buffers", "eager"]
+    assert load_backend(library_path()).extensions == ["allreduce_buffers", "eager", "eager_receive_into"]
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads /proc/self/maps")

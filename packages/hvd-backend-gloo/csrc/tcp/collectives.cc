@@ -20,6 +20,7 @@ namespace hvd_gloo {
 namespace {
 
 constexpr size_t kExchangeAllreduceBytes = 2u << 20;
+constexpr size_t kScatterGatherAllreduceBytes = 8u << 20;
 
 // The ring's neighbours: data arrives from one and leaves for the other.
 std::vector<int32_t> RingNeighbours(const hvd_comm* comm, int32_t from_offset) {
@@ -50,12 +51,31 @@ bool ByExchange(size_t buffer_bytes, int32_t members) {
   return buffer_bytes * 2 * (size_t)(members - 1) <= ExchangeAllreduceBytes() * (size_t)members;
 }
 
+// Up to this many bytes per member's buffer, an allreduce that is not small is a reducescatter and
+// an allgather of direct transfers (allreduce_scatter_gather.cc) rather than Gloo's ring. Measured
+// between two namespace hosts (2 ranks, in place, 3 alternating launches; BENCHMARKS.md run 29):
+// 4 MiB 0.98 -> 1.32x torch.distributed, 8 MiB 0.98 -> 1.13, 16 MiB 0.98 -> 1.00, 32 MiB 1.02 ->
+// 0.87: the ring folds each segment while the next travels, the scatter-gather folds a block only
+// once it is all there. HOROVOD_GLOO_RING_ALLREDUCE_BYTES overrides it (0: the ring for
+// everything that is not small).
+size_t ScatterGatherAllreduceBytes() {
+  static const size_t bytes = [] {
+    const char* env = std::getenv("HOROVOD_GLOO_RING_ALLREDUCE_BYTES");
+    return env && *env ? (size_t)std::strtoull(env, nullptr, 10) : kScatterGatherAllreduceBytes;
+  }();
+  return bytes;
+}
+
 }  // namespace
 
 void TcpTransport::Allreduce(const void* sendbuf, void* recvbuf, size_t count, hvd_dtype dtype, hvd_reduce_op op) {
   const size_t element_size = hvd::dtype_size(dtype);
   if (ByExchange(count * element_size, comm_->size)) {
     AllreduceByExchange(sendbuf, recvbuf, count, dtype, op);
+    return;
+  }
+  if (count * element_size <= ScatterGatherAllreduceBytes()) {
+    AllreduceByScatterGather(sendbuf, recvbuf, count, dtype, op);
     return;
   }
   comm_->waiting_on = RingNeighbours(comm_, +1);

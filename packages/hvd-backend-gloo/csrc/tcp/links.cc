@@ -31,6 +31,8 @@ constexpr uint32_t kHelloMagic = 0x48564445;  // "HVDE": a connection of this ba
 // readable only once this much is there (SO_RCVLOWAT), not for every segment: each wake-up is a
 // poll() and a recv() on a 2-core machine shared with the sender.
 constexpr size_t kWakeBytes = 256 << 10;
+// How long a wait in poll() trusts such a mark before it reads anyway.
+constexpr int kLowWaterRecheckMs = 20;
 
 // What a member publishes: where it listens.
 struct Listener {
@@ -320,6 +322,7 @@ void Links::ReceiveInto(int32_t channel, int32_t peer, void* dst, size_t bytes) 
   l.recv_dst = static_cast<uint8_t*>(dst);
   l.recv_bytes = bytes;
   l.recv_posted = true;
+  if (!l.closed.empty()) Throw(l, "receive");
   if (l.header_got == sizeof l.header && AcceptLength(l)) std::memcpy(dst, l.space[l.oldest].get(), l.payload_got);
   Progress(l, "receive", Deadline(), [&] { return !l.recv_posted; });
 }
@@ -413,6 +416,7 @@ void Links::ReadSome(Link& l) {
         l.filled += 1;
       }
       l.header_got = l.payload_got = 0;
+      SetLowWater(l);  // between messages: at once again, even if no read follows
     }
   }
 }
@@ -462,18 +466,25 @@ void Links::Progress(Link& l, const char* op, Clock::time_point deadline, Done d
     // Everything else goes on too: a peer may be waiting for this member to read what it sends.
     fds.clear();
     polled.clear();
+    bool marked = false;
     for (Link& other : links_) {
       if (other.fd == -1 || !other.closed.empty()) continue;
-      short events = (short)((ready_to_read(other) ? POLLIN : 0) | (other.send_active ? POLLOUT : 0));
+      const bool reads = ready_to_read(other);
+      short events = (short)((reads ? POLLIN : 0) | (other.send_active ? POLLOUT : 0));
       if (!events) continue;
+      marked = marked || (reads && other.low_water > 1);
       fds.push_back({other.fd, events, 0});
       polled.push_back(&other);
     }
-    int ready = poll(fds.data(), fds.size(), MillisLeft(deadline));
+    // A kernel that cannot queue a low-water mark's worth (before Linux 4.18, SO_RCVLOWAT did not
+    // grow the receive buffer to fit it) would never report such a link readable: look anyway.
+    const int left = MillisLeft(deadline);
+    int ready = poll(fds.data(), fds.size(), marked ? std::min(left, kLowWaterRecheckMs) : left);
     if (ready == -1 && errno != EINTR) throw LinkFailure(HVD_ERR_INTERNAL, Errno("poll"));
-    if (ready == 0) throw TimedOut(comm_->timeout, Waiting(l, op), l.peer);
-    for (size_t i = 0; ready > 0 && i < fds.size(); ++i) {
-      if (fds[i].revents && polled[i] != &l) Service(*polled[i]);
+    if (ready == 0 && Clock::now() >= deadline) throw TimedOut(comm_->timeout, Waiting(l, op), l.peer);
+    for (size_t i = 0; i < fds.size(); ++i) {
+      const bool recheck = ready == 0 && polled[i]->low_water > 1;
+      if ((fds[i].revents || recheck) && polled[i] != &l) Service(*polled[i]);
     }
   }
 }

@@ -21,6 +21,7 @@ class Backend {
   bool has_allreduce_buffers() const { return allreduce_buffers_ != nullptr; }
   // Whether the backend sends eager messages (hvd_backend_ext_v1's eager_* functions).
   bool has_eager() const { return eager_.open != nullptr; }
+  bool has_eager_receive_into() const { return eager_.receive_into != nullptr; }
   const std::string& path() const { return path_; }
   std::string name() const { return api_->name ? api_->name : "?"; }
 

@@ -34,6 +34,7 @@ void BindBackend(nb::module_& m) {
             std::vector<std::string> found;
             if (b.has_allreduce_buffers()) found.push_back("allreduce_buffers");
             if (b.has_eager()) found.push_back("eager");
+            if (b.has_eager_receive_into()) found.push_back("eager_receive_into");
             return found;
           },
           "The optional functions of hvd_backend_ext_v1 the backend implements (and the engine uses).")

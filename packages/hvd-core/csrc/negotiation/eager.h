@@ -14,7 +14,7 @@
 //    for its peers are all non-empty, each no larger than the space. At most one op's messages are
 //    outstanding per member, one message to each peer; the member's negotiation record names that
 //    op's cache slot every cycle until they are settled, so every member knows what is in its space.
-//  - A message is settled in the cycle its slot runs (the executor copies it into the output, and
+//  - A message is settled in the cycle its slot runs (the executor takes it into the output, and
 //    the op skips that part of its backend call) or loses its slot (an erased or replaced cache
 //    slot: the receivers drop it, and the sender's entry goes the usual way).
 //  - Settling releases the receiver's space and waits, on the sender, until the message has left
