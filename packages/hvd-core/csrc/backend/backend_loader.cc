@@ -3,7 +3,6 @@
 #include <dlfcn.h>
 
 #include <cstddef>
-#include <cstring>
 
 namespace hvdcore {
 
@@ -147,14 +146,7 @@ Status Comm::EagerRelease(int32_t channel, int32_t peer) {
   return Check(backend_->eager_.release(handle_, channel, peer), "eager receive");
 }
 Status Comm::EagerReceiveInto(int32_t channel, int32_t peer, void* dst, size_t bytes) {
-  if (backend_->eager_.receive_into) {
-    return Check(backend_->eager_.receive_into(handle_, channel, peer, dst, bytes), "eager receive");
-  }
-  const void* data = nullptr;
-  Status st = EagerReceive(channel, peer, &data);
-  if (!st.ok()) return st;
-  std::memcpy(dst, data, bytes);
-  return EagerRelease(channel, peer);
+  return Check(backend_->eager_.receive_into(handle_, channel, peer, dst, bytes), "eager receive");
 }
 
 }  // namespace hvdcore

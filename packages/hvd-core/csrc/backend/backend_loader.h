@@ -76,8 +76,8 @@ class Comm {
   Status EagerSend(int32_t channel, int32_t peer, const void* buf, size_t bytes);
   Status EagerWaitSent(int32_t channel, int32_t peer);
   Status EagerReceive(int32_t channel, int32_t peer, const void** data);
-  // The oldest message from `peer` (exactly `bytes` long) copied to `dst` and released: by the
-  // backend's eager_receive_into where it has one, straight into `dst`, else receive, copy, release.
+  // Only where backend().has_eager_receive_into(): the oldest message from `peer` (exactly `bytes`
+  // long) straight into `dst`, and released.
   Status EagerReceiveInto(int32_t channel, int32_t peer, void* dst, size_t bytes);
   Status EagerRelease(int32_t channel, int32_t peer);
 

@@ -1,5 +1,7 @@
 #include "negotiation/eager.h"
 
+#include <cstring>
+
 namespace hvdcore {
 
 Status OpenEager(Comm* comm, size_t record_bytes, size_t data_bytes, EagerChannel* records, EagerChannel* data) {
@@ -36,8 +38,12 @@ Status EagerChannel::Settle() {
 }
 
 Status EagerChannel::Take(int32_t peer, void* dst, size_t bytes) {
-  if (dst && bytes) return comm_->EagerReceiveInto(channel_, peer, dst, bytes);
-  return Take(peer, [](const uint8_t*) { return Status::Ok(); });
+  if (dst && bytes && comm_->backend().has_eager_receive_into())
+    return comm_->EagerReceiveInto(channel_, peer, dst, bytes);
+  return Take(peer, [&](const uint8_t* message) {  // receive, copy, release
+    if (dst && bytes) std::memcpy(dst, message, bytes);
+    return Status::Ok();
+  });
 }
 
 }  // namespace hvdcore
