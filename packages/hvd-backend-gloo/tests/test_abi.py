@@ -6,8 +6,11 @@ they reach a backend; these tests cover the rest (see _abi.py for the harness).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -46,17 +49,19 @@ def test_large_allreduce_of_uneven_blocks(size: int, in_place: bool) -> None:
     _abi.run_members(size, member)
 
 
-@pytest.mark.parametrize("size", [2, 3])
-def test_every_allreduce_algorithm_agrees_bitwise_on_every_rank(size: int) -> None:
-    # Over TCP a buffer of up to 2 MiB x n/2/(n-1) is one exchange round, one of up to 8 MiB a
-    # reducescatter and an allgather of direct transfers, a larger one Gloo's ring (collectives.cc);
-    # each size here sits on one side of a switch. Every member must get the very same bits, in
-    # place or not, call after call (the in-place exchange must not send from the buffer it is
-    # folding into; the in-place scatter-gather must not receive into the block it folds).
+def allreduce_bits_on_every_member(size: int) -> None:
+    """Allreduces of sizes each side of every switch between algorithms, in place and not, twice.
+
+    Every member must get the very same bits, call after call. Over TCP a buffer of up to
+    2 MiB x n/2/(n-1) is one exchange round, a larger one a pipelined reducescatter and allgather in
+    segments of up to 512 KiB per block (collectives.cc). The in-place exchange must not send from
+    the buffer it folds into; the in-place pipeline must not receive into a segment before it is
+    folded, nor reuse a receive slot whose segment is not folded yet (many segments, ragged ones:
+    the 9 MiB + 5 buffer).
+    """
     exchange_limit = (2 << 20) * size // (2 * (size - 1)) // 4
-    scatter_gather_limit = (8 << 20) // 4
     rng = np.random.default_rng(7)
-    counts = (3, exchange_limit, exchange_limit + 1, scatter_gather_limit, scatter_gather_limit + 1)
+    counts = (3, exchange_limit, exchange_limit + 1, (1 << 20) // 4 * size + 1, (9 << 20) // 4 + 5)
     inputs = {count: [rng.standard_normal(count).astype(np.float32) for _ in range(size)] for count in counts}
 
     def member(comm: _abi.Comm) -> list:
@@ -73,6 +78,24 @@ def test_every_allreduce_algorithm_agrees_bitwise_on_every_rank(size: int) -> No
 
     per_member = _abi.run_members(size, member, timeout_ms=60000)
     assert all(r == per_member[0] for r in per_member[1:]), "members got different bits"
+
+
+@pytest.mark.parametrize("size", [2, 3, 4])
+def test_every_allreduce_algorithm_agrees_bitwise_on_every_rank(size: int) -> None:
+    allreduce_bits_on_every_member(size)
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_gloo_ring_allreduce_when_asked(size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # HOROVOD_GLOO_RING_ALLREDUCE_BYTES=0 hands every allreduce that is not small to Gloo's ring.
+    # The setting is read once per process: the members run in a process of their own.
+    monkeypatch.setenv("HOROVOD_GLOO_RING_ALLREDUCE_BYTES", "0")
+    tests = str(Path(__file__).parent)
+    script = (
+        f"import sys; sys.path.insert(0, {tests!r}); import test_abi; test_abi.allreduce_bits_on_every_member({size})"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_zero_element_collectives() -> None:

@@ -2,8 +2,10 @@
 //
 // Each one is Gloo's unbound-buffer algorithm driven the way torch.distributed's ProcessGroupGloo
 // drives it (options object, then gloo::allreduce/allgatherv/...), directly on the caller's
-// buffers: no staging copies. Small allreduces take one exchange round instead of Gloo's ring
-// (allreduce_small.cc).
+// buffers: no staging copies. Allreduce chooses: small ones take one exchange round
+// (allreduce_small.cc), larger ones a pipelined reducescatter and allgather
+// (allreduce_pipelined.cc); Gloo's ring only where HOROVOD_GLOO_RING_ALLREDUCE_BYTES asks for it.
+#include <cstdint>
 #include <cstdlib>
 #include <vector>
 
@@ -20,7 +22,7 @@ namespace hvd_gloo {
 namespace {
 
 constexpr size_t kExchangeAllreduceBytes = 2u << 20;
-constexpr size_t kScatterGatherAllreduceBytes = 8u << 20;
+constexpr size_t kPipelinedAllreduceBytes = SIZE_MAX;
 
 // The ring's neighbours: data arrives from one and leaves for the other.
 std::vector<int32_t> RingNeighbours(const hvd_comm* comm, int32_t from_offset) {
@@ -51,17 +53,16 @@ bool ByExchange(size_t buffer_bytes, int32_t members) {
   return buffer_bytes * 2 * (size_t)(members - 1) <= ExchangeAllreduceBytes() * (size_t)members;
 }
 
-// Up to this many bytes per member's buffer, an allreduce that is not small is a reducescatter and
-// an allgather of direct transfers (allreduce_scatter_gather.cc) rather than Gloo's ring. Measured
-// between two namespace hosts (2 ranks, in place, 3 alternating launches; BENCHMARKS.md run 29):
-// 4 MiB 0.98 -> 1.32x torch.distributed, 8 MiB 0.98 -> 1.13, 16 MiB 0.98 -> 1.00, 32 MiB 1.02 ->
-// 0.87: the ring folds each segment while the next travels, the scatter-gather folds a block only
-// once it is all there. HOROVOD_GLOO_RING_ALLREDUCE_BYTES overrides it (0: the ring for
-// everything that is not small).
-size_t ScatterGatherAllreduceBytes() {
+// An allreduce that is not small is pipelined on the direct connections (allreduce_pipelined.cc),
+// up to this many bytes per member's buffer, and Gloo's ring above it: by default no limit.
+// Measured between two namespace hosts (2 ranks, in place, 2 alternating launches; BENCHMARKS.md
+// run 30), against the two-round scatter-gather up to 8 MiB and Gloo's ring above: 4 MiB 1.29 ->
+// 1.43x torch.distributed, 16 MiB 0.97 -> 1.38, 64 MiB 1.00 -> 1.34, 256 MiB 1.01 -> 1.29.
+// HOROVOD_GLOO_RING_ALLREDUCE_BYTES sets a limit (0: the ring for everything that is not small).
+size_t PipelinedAllreduceBytes() {
   static const size_t bytes = [] {
     const char* env = std::getenv("HOROVOD_GLOO_RING_ALLREDUCE_BYTES");
-    return env && *env ? (size_t)std::strtoull(env, nullptr, 10) : kScatterGatherAllreduceBytes;
+    return env && *env ? (size_t)std::strtoull(env, nullptr, 10) : kPipelinedAllreduceBytes;
   }();
   return bytes;
 }
@@ -74,8 +75,8 @@ void TcpTransport::Allreduce(const void* sendbuf, void* recvbuf, size_t count, h
     AllreduceByExchange(sendbuf, recvbuf, count, dtype, op);
     return;
   }
-  if (count * element_size <= ScatterGatherAllreduceBytes()) {
-    AllreduceByScatterGather(sendbuf, recvbuf, count, dtype, op);
+  if (count * element_size <= PipelinedAllreduceBytes()) {
+    AllreducePipelined(sendbuf, recvbuf, count, dtype, op);
     return;
   }
   comm_->waiting_on = RingNeighbours(comm_, +1);

@@ -297,6 +297,23 @@ void Links::WaitReceived(int32_t channel, int32_t peer, Clock::time_point deadli
   Progress(l, "receive", deadline, [&] { return !l.recv_posted; });
 }
 
+bool Links::Sent(int32_t channel, int32_t peer) {
+  Link& l = link(channel, peer);
+  if (l.send_active) return false;
+  l.send_unwaited = false;
+  return true;
+}
+
+void Links::WaitUntil(int32_t channel, int32_t peer, const char* op, Clock::time_point deadline,
+                      const std::function<bool()>& step) {
+  Progress(link(channel, peer), op, deadline, step);
+}
+
+void Links::ThrowIfFailed(int32_t channel, int32_t peer, const char* op) const {
+  const Link& l = link(channel, peer);
+  if (!l.closed.empty()) Throw(l, op);
+}
+
 const uint8_t* Links::Receive(int32_t channel, int32_t peer) {
   Link& l = link(channel, peer);
   if (!l.held) {

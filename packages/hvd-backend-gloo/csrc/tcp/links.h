@@ -34,6 +34,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,6 +78,18 @@ class Links {
   void PostReceive(int32_t channel, int32_t peer, void* dst, size_t bytes);
   // Until the posted message from `peer` is in its destination.
   void WaitReceived(int32_t channel, int32_t peer, Clock::time_point deadline);
+
+  // Without waiting: whether the message sent to `peer` is written whole (it is then waited for,
+  // as by WaitSent), and whether the posted receive from `peer` is in its destination.
+  bool Sent(int32_t channel, int32_t peer);
+  bool Received(int32_t channel, int32_t peer) const { return !link(channel, peer).recv_posted; }
+  // Services every link until step() returns true or `deadline` passes; step() runs after each
+  // round of reads and writes and may post receives and start sends. A failure of the link to
+  // `peer` on `channel`, or the timeout, is reported naming `peer`, for `op` ("send", "receive").
+  void WaitUntil(int32_t channel, int32_t peer, const char* op, Clock::time_point deadline,
+                 const std::function<bool()>& step);
+  // Throws the failure of the link to `peer`, if it failed (for `op`, as a wait on it would).
+  void ThrowIfFailed(int32_t channel, int32_t peer, const char* op) const;
 
   // Channels with space:
   // Until the oldest unreleased message from `peer` is here; returns its first byte, valid until

@@ -2,8 +2,8 @@
 // ring algorithms on the communicator's Gloo context, and direct transfers on connections of the
 // transport's own (links.h) where one member's data goes to another whole.
 //
-//  - allreduce: one exchange round up to 2 MiB (allreduce_small.cc), a reducescatter and an
-//    allgather of direct transfers up to 8 MiB (allreduce_scatter_gather.cc), Gloo's ring above;
+//  - allreduce: one exchange round up to 2 MiB (allreduce_small.cc), above that a pipelined
+//    reducescatter and allgather of direct transfers (allreduce_pipelined.cc);
 //  - allgatherv, barrier: Gloo's own (collectives.cc);
 //  - the multi-buffer allreduce: packed into one buffer for Gloo's ring (allreduce_buffers.cc);
 //  - broadcast: a binomial tree of direct transfers (broadcast.cc);
@@ -44,19 +44,16 @@ class TcpTransport final : public Transport {
   // rank order (allreduce_small.cc). One round of messages instead of the ring's 2(n-1) dependent
   // steps; every member folds in the same order, so all results are bitwise equal.
   void AllreduceByExchange(const void* sendbuf, void* recvbuf, size_t count, hvd_dtype dtype, hvd_reduce_op op);
-  // A reducescatter and an allgather of the folded blocks, two exchanges of direct transfers
-  // (allreduce_scatter_gather.cc): the ring's bytes in two rounds instead of 2(n-1) steps.
-  void AllreduceByScatterGather(const void* sendbuf, void* recvbuf, size_t count, hvd_dtype dtype, hvd_reduce_op op);
+  // A reducescatter and an allgather of direct transfers, in segments, pipelined
+  // (allreduce_pipelined.cc): the ring's bytes, without its per-step hand-offs.
+  void AllreducePipelined(const void* sendbuf, void* recvbuf, size_t count, hvd_dtype dtype, hvd_reduce_op op);
 
   hvd_comm* comm_;
   // The direct connections: one channel, kDirect, to every peer.
   static constexpr int32_t kDirect = 0;
   Links direct_;
-  // Receive space of reducescatter and of small allreduces, kept between calls (grow-only).
+  // Receive space of reducescatter and of the allreduces, kept between calls (grow-only).
   std::vector<uint8_t> scratch_;
-  // Where an in-place scatter-gather allreduce folds this member's block, kept between calls
-  // (grow-only).
-  std::vector<uint8_t> folded_;
   // Where a multi-buffer allreduce packs its buffers (the allreduce it then runs may use
   // `scratch_`), kept between calls (grow-only).
   std::vector<uint8_t> packed_;
