@@ -90,6 +90,35 @@ def test_a_peer_that_disappears_is_reported_lost_before_the_timeout(transport: s
     assert message.startswith("gloo allreduce (rank 0 of 2, waiting on rank 1)") and lost[transport] in message, message
 
 
+@pytest.mark.parametrize("count", [1 << 18, 1 << 21], ids=["one round", "pipelined"])
+def test_a_lost_peer_is_named_while_the_wait_is_on_another(count: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Over TCP, 3 members: rank 2 has closed its connections and rank 0 has not called the
+    # allreduce yet. Rank 1 waits for rank 0's data first (both algorithms fold in rank order), but
+    # its transfer with rank 2 can no longer finish: it fails at once, naming rank 2, instead of
+    # waiting for rank 0 until the timeout. Rank 0 only returns once rank 1 has failed.
+    monkeypatch.setenv("HOROVOD_GLOO_SHARED_MEMORY", "0")
+    gone, failed = threading.Event(), threading.Event()
+
+    def member(comm: _abi.Comm) -> tuple[int, str] | None:
+        if comm.rank == 2:
+            comm.destroy()
+            gone.set()
+            return None
+        if comm.rank == 0:
+            failed.wait(60)
+            return None
+        gone.wait(30)
+        buf = np.ones(count, np.float32)
+        try:
+            return (comm.allreduce(buf, buf, "float32", _abi.SUM), comm.last_error)
+        finally:
+            failed.set()
+
+    _, (rc, message), _ = _abi.run_members(3, member, timeout_ms=30000)
+    assert rc == _abi.PEER_LOST, message
+    assert message.startswith("gloo allreduce (rank 1 of 3, waiting on rank 2): lost the connection"), message
+
+
 def test_a_transfer_whose_members_disagree_on_its_length_fails_naming_both(monkeypatch: pytest.MonkeyPatch) -> None:
     # Over TCP a broadcast's data goes whole from the root to each member, framed by its length: a
     # member called with another count learns it from the frame, before any byte lands in its

@@ -309,11 +309,6 @@ void Links::WaitUntil(int32_t channel, int32_t peer, const char* op, Clock::time
   Progress(link(channel, peer), op, deadline, step);
 }
 
-void Links::ThrowIfFailed(int32_t channel, int32_t peer, const char* op) const {
-  const Link& l = link(channel, peer);
-  if (!l.closed.empty()) Throw(l, op);
-}
-
 const uint8_t* Links::Receive(int32_t channel, int32_t peer) {
   Link& l = link(channel, peer);
   if (!l.held) {
@@ -485,7 +480,16 @@ void Links::Progress(Link& l, const char* op, Clock::time_point deadline, Done d
     polled.clear();
     bool marked = false;
     for (Link& other : links_) {
-      if (other.fd == -1 || !other.closed.empty()) continue;
+      if (other.fd == -1) continue;
+      if (!other.closed.empty()) {
+        // A transfer this member has under way on it can no longer finish: fail now, naming that
+        // peer, instead of waiting on `l`'s (which may be waiting in turn, or not yet called).
+        if (other.recv_posted || other.send_active) {
+          comm_->waiting_on = {other.peer};
+          Throw(other, other.recv_posted ? "receive" : "send");
+        }
+        continue;
+      }
       const bool reads = ready_to_read(other);
       short events = (short)((reads ? POLLIN : 0) | (other.send_active ? POLLOUT : 0));
       if (!events) continue;

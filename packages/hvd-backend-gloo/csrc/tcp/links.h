@@ -88,8 +88,6 @@ class Links {
   // `peer` on `channel`, or the timeout, is reported naming `peer`, for `op` ("send", "receive").
   void WaitUntil(int32_t channel, int32_t peer, const char* op, Clock::time_point deadline,
                  const std::function<bool()>& step);
-  // Throws the failure of the link to `peer`, if it failed (for `op`, as a wait on it would).
-  void ThrowIfFailed(int32_t channel, int32_t peer, const char* op) const;
 
   // Channels with space:
   // Until the oldest unreleased message from `peer` is here; returns its first byte, valid until
@@ -159,7 +157,9 @@ class Links {
   // "eager receive on channel 1", "send of a direct transfer": what a wait on `l` was doing.
   std::string Waiting(const Link& l, const char* op) const;
   // Services every link until done() holds or `deadline` passes, waiting in poll() in between; `l`
-  // is the link waited on (its failure or the timeout is reported, naming its peer, for `op`).
+  // is the link waited on (its failure or the timeout is reported, naming its peer, for `op`). A
+  // failure of another link with a receive posted or a send under way is reported at once too,
+  // naming that link's peer (comm->waiting_on): that transfer can no longer finish.
   template <typename Done>
   void Progress(Link& l, const char* op, Clock::time_point deadline, Done done);
 
