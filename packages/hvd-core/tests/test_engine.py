@@ -204,6 +204,27 @@ def test_timeline_started_and_stopped_at_run_time(tmp_path) -> None:
     assert any(e.get("name") == "CYCLE_START" for e in events)
 
 
+def test_timeline_restarted_while_operations_run(tmp_path) -> None:
+    """Start and stop race the engine thread's events and cycle marks (operations are in flight
+    each time); under ThreadSanitizer (the sanitize session) an unguarded read of the timeline's
+    state is a report. Every file written is a closed, balanced trace."""
+    paths = [tmp_path / f"restart.{k}.json" for k in range(4)]
+
+    def case() -> None:
+        hvd.init()
+        for path in paths:
+            handles = [hvd.allreduce_async(np.ones(16), name=f"busy.{k}") for k in range(3)]
+            hvd.start_timeline(str(path), mark_cycles=True)
+            for h in handles:
+                hvd.synchronize(h)
+            hvd.allreduce(np.ones(16), name="inside")
+        hvd.stop_timeline()
+
+    run_cluster(case, 2, env={"HOROVOD_TIMELINE": "DYNAMIC"})
+    for path in paths:
+        _check_trace(str(path))
+
+
 def test_stall_warning_names_the_missing_rank_and_tensor(capfd) -> None:
     def case() -> float:
         hvd.init()

@@ -31,11 +31,7 @@ std::string JsonEscape(const std::string& s) {
 
 Status Timeline::Start(const std::string& path, bool mark_cycles) {
   std::lock_guard<std::mutex> lk(mu_);
-  if (file_) {
-    fputs("\n]\n", file_);
-    fclose(file_);
-    file_ = nullptr;
-  }
+  CloseFile();
   file_ = fopen(path.c_str(), "w");
   if (!file_) return Status::InvalidArgument("cannot open timeline file '" + path + "': " + strerror(errno));
   fputs("[\n", file_);
@@ -50,7 +46,15 @@ Status Timeline::Start(const std::string& path, bool mark_cycles) {
 void Timeline::Stop() {
   std::lock_guard<std::mutex> lk(mu_);
   active_.store(false);
+  CloseFile();
+}
+
+void Timeline::CloseFile() {
   if (!file_) return;
+  int64_t now = NowMicros();
+  for (auto& [tensor, row] : rows_) {
+    for (; row.open > 0; --row.open) EndEvent(row.pid, now);
+  }
   fputs("\n]\n", file_);  // a closed array: strict JSON parsers accept the file
   fclose(file_);
   file_ = nullptr;
@@ -63,17 +67,17 @@ void Timeline::Event(const std::string& json) {
   fputs(json.c_str(), file_);
 }
 
-int Timeline::RowOf(const std::string& tensor) {
+Timeline::Row& Timeline::RowOf(const std::string& tensor) {
   auto it = rows_.find(tensor);
   if (it != rows_.end()) return it->second;
-  int row = (int)rows_.size() + 1;  // row 0 holds the cycle markers
-  rows_[tensor] = row;
+  int pid = (int)rows_.size() + 1;  // row 0 holds the cycle markers
+  Row& row = rows_[tensor] = Row{pid, 0};
   std::ostringstream s;
-  s << "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " << row << ", \"args\": {\"name\": \""
+  s << "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " << pid << ", \"args\": {\"name\": \""
     << JsonEscape(tensor) << "\"}}";
   Event(s.str());
   s.str("");
-  s << "{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": " << row << ", \"args\": {\"sort_index\": " << row
+  s << "{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": " << pid << ", \"args\": {\"sort_index\": " << pid
     << "}}";
   Event(s.str());
   return row;
@@ -83,29 +87,36 @@ void Timeline::Begin(const std::string& tensor, const std::string& activity, int
   if (!active()) return;
   std::lock_guard<std::mutex> lk(mu_);
   if (!file_) return;
-  int row = RowOf(tensor);
+  Row& row = RowOf(tensor);
   int64_t ts = (ts_us ? ts_us : NowMicros()) - start_us_;
   std::ostringstream s;
   s << "{\"name\": \"" << JsonEscape(activity) << "\", \"ph\": \"B\", \"ts\": " << (ts < 0 ? 0 : ts)
-    << ", \"pid\": " << row << ", \"tid\": 0}";
+    << ", \"pid\": " << row.pid << ", \"tid\": 0}";
   Event(s.str());
+  ++row.open;
 }
 
 void Timeline::End(const std::string& tensor, int64_t ts_us) {
   if (!active()) return;
   std::lock_guard<std::mutex> lk(mu_);
   if (!file_) return;
-  int row = RowOf(tensor);
-  int64_t ts = (ts_us ? ts_us : NowMicros()) - start_us_;
+  auto it = rows_.find(tensor);
+  if (it == rows_.end() || it->second.open == 0) return;  // begun before this file started
+  --it->second.open;
+  EndEvent(it->second.pid, ts_us ? ts_us : NowMicros());
+}
+
+void Timeline::EndEvent(int pid, int64_t ts_us) {
+  int64_t ts = ts_us - start_us_;
   std::ostringstream s;
-  s << "{\"ph\": \"E\", \"ts\": " << (ts < 0 ? 0 : ts) << ", \"pid\": " << row << ", \"tid\": 0}";
+  s << "{\"ph\": \"E\", \"ts\": " << (ts < 0 ? 0 : ts) << ", \"pid\": " << pid << ", \"tid\": 0}";
   Event(s.str());
 }
 
 void Timeline::MarkCycle() {
-  if (!active() || !mark_cycles_) return;
+  if (!active()) return;
   std::lock_guard<std::mutex> lk(mu_);
-  if (!file_) return;
+  if (!file_ || !mark_cycles_) return;
   std::ostringstream s;
   s << "{\"name\": \"CYCLE_START\", \"ph\": \"i\", \"s\": \"g\", \"ts\": " << NowMicros() - start_us_
     << ", \"pid\": 0, \"tid\": 0}";
