@@ -11,6 +11,11 @@
  *  - Every function returning int returns HVD_OK (0) on success or an hvd_status code; the detail
  *    of the most recent failure on a communicator is available from last_error(comm).
  *  - Buffers passed for a CPU communicator are host memory. Counts are in elements of `dtype`.
+ *  - A device communicator (config device_kind HVD_DEVICE_CUDA, offered by a backend whose
+ *    device_kinds has that bit) gets device memory, and queues each collective on the stream its
+ *    config names, through the config's device table: a call returns once the work is queued
+ *    (HVD_OK) and the engine records an event after it. Failures that surface later are reported
+ *    by hvd_backend_ext_v1's async_error.
  *  - A send buffer may equal the receive buffer (in-place) for allreduce; for the other
  *    collectives the engine never passes overlapping send and receive buffers.
  *  - Members of a communicator share byte order (data is exchanged in native order).
@@ -26,6 +31,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "horovod/hvd_device.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -118,6 +125,10 @@ typedef struct hvd_comm_config_v1 {
   int64_t timeout_ms;         /* > 0: bound for connection set-up and for each collective */
   uint32_t device_kind;       /* one HVD_DEVICE_* bit */
   int32_t device_id;          /* device ordinal for accelerators, -1 for CPU */
+  /* Appended in hvd-core 0.2 (read only when struct_size covers them): for a device communicator,
+   * the engine's device table and the stream its collectives are queued on; NULL for CPU. */
+  const hvd_device_v1* device;
+  hvd_stream_t stream;
 } hvd_comm_config_v1;
 
 typedef struct hvd_comm hvd_comm; /* opaque, owned by the backend */
@@ -230,6 +241,15 @@ typedef struct hvd_backend_ext_v1 {
    *    when it is called may land in `dst` directly, with no copy. Never called while a message
    *    from `peer` on `channel` is held (received and not released). */
   int (*eager_receive_into)(hvd_comm* comm, int32_t channel, int32_t peer, void* dst, size_t bytes);
+
+  /* Appended after eager_receive_into (check struct_size); for device communicators, whose work
+   * completes after the call returns. Both set or both NULL.
+   *  - async_error: HVD_OK while nothing has failed, else the status of a failure found since
+   *    (last_error says what); never blocks. The engine polls it while it waits for queued work.
+   *  - abort: stops the communicator's queued and running work so that its stream drains, and
+   *    makes every later call fail at once; the engine then destroys the communicator. */
+  int (*async_error)(hvd_comm* comm);
+  int (*abort)(hvd_comm* comm);
 } hvd_backend_ext_v1;
 
 typedef const hvd_backend_ext_v1* (*hvd_backend_ext_v1_get_fn)(void);
