@@ -1,6 +1,6 @@
 """Runs every benchmark through horovodrun and prints one table (markdown), with the machine's load.
 
-    python benchmarks/run_all.py [--np 2] [--markdown BENCHMARKS.md]
+    python benchmarks/run_all.py [--np 2] [--markdown tables.md]
     python benchmarks/run_all.py --only tensorflow     # just the TensorFlow tables (ops and training)
     python benchmarks/run_all.py --only hosts          # just the collectives across two hosts (root)
     python benchmarks/run_all.py --only inline         # small cached ops across two hosts, inline on/off (root)
