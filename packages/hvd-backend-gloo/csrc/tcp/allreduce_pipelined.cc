@@ -12,8 +12,8 @@
 // so one segment to fold is always on its way while the one before it is folded. Gloo's ring
 // pipelines too, but its 2(n-1) steps each wait for the peer's "ready" notice, and its event-loop
 // thread reads the data and then wakes the waiting thread; the two-round scatter-gather that this
-// replaced folded a block only once all of it was there, and sent nothing meanwhile (BENCHMARKS.md
-// run 30 has both against this).
+// replaced folded a block only once all of it was there, and sent nothing meanwhile (both measured
+// against this: benchmarks/results/run-30-pipelined-allreduce.md).
 //
 // Every member folds its segments in rank order (rank 0's data first), as the other algorithms do,
 // so every member ends with the same bits. In place, the fold of a member other than rank 0 runs in
@@ -30,9 +30,8 @@ namespace hvd_gloo {
 namespace {
 
 // The size of a segment, at most. Smaller segments start the pipeline sooner, larger ones cost
-// fewer messages and wake-ups. Measured between two namespace hosts (2 ranks, in place, 2
-// alternating launches each; BENCHMARKS.md run 30): 256 KiB and 512 KiB even, 1 MiB 0.05-0.10x
-// torch.distributed behind them at 64 and 256 MiB, 2 MiB 0.1-0.2 behind.
+// fewer messages and wake-ups; between hosts 256 KiB and 512 KiB did equally well, larger ones
+// fell behind (benchmarks/results/run-30-pipelined-allreduce.md).
 constexpr size_t kSegmentBytes = 512u << 10;
 
 // One message on a connection, in the order above.

@@ -2,9 +2,8 @@
 // direct transfer (links.h) from the parent's buffer straight into the child's.
 //
 // Not gloo::broadcast: the same tree, but each message goes through Gloo's event-loop thread on
-// both sides. Between two namespace hosts, a 16 MiB broadcast took 14 ms that way (as
-// torch.distributed's, which is Gloo's too) and 9 ms on a socket the waiting thread reads and
-// writes itself (BENCHMARKS.md run 29).
+// both sides, a hand-off that made large broadcasts between hosts 1.5 times slower
+// (benchmarks/results/run-29-direct-transfers.md).
 #include "tcp/tcp_transport.h"
 
 namespace hvd_gloo {

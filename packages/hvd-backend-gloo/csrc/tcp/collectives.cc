@@ -36,10 +36,8 @@ std::vector<int32_t> RingNeighbours(const hvd_comm* comm, int32_t from_offset) {
 // other) while a member's buffer is at most this many bytes times n/2 / (n-1), and Gloo's ring above.
 // The exchange sends (n-1) x the buffer, the ring 2(n-1)/n x, that is n/2 times less, but in 2(n-1)
 // steps that each wait for the peer to be ready: for mid-sized buffers those waits cost more than
-// the extra bytes. Measured between two network namespaces (2 ranks, veth): at 256 KiB the exchange
-// takes half the ring's time (0.54x torch.distributed's ring with a 64 KiB limit, 1.0x with 2 MiB),
-// and they are even from 4 MiB. HOROVOD_GLOO_SMALL_ALLREDUCE_BYTES overrides the limit (0: always
-// the ring).
+// the extra bytes (benchmarks/results/run-14-across-hosts.md). HOROVOD_GLOO_SMALL_ALLREDUCE_BYTES
+// overrides the limit (0: always the ring).
 size_t ExchangeAllreduceBytes() {
   static const size_t bytes = [] {
     const char* env = std::getenv("HOROVOD_GLOO_SMALL_ALLREDUCE_BYTES");
@@ -54,10 +52,8 @@ bool ByExchange(size_t buffer_bytes, int32_t members) {
 }
 
 // An allreduce that is not small is pipelined on the direct connections (allreduce_pipelined.cc),
-// up to this many bytes per member's buffer, and Gloo's ring above it: by default no limit.
-// Measured between two namespace hosts (2 ranks, in place, 2 alternating launches; BENCHMARKS.md
-// run 30), against the two-round scatter-gather up to 8 MiB and Gloo's ring above: 4 MiB 1.29 ->
-// 1.43x torch.distributed, 16 MiB 0.97 -> 1.38, 64 MiB 1.00 -> 1.34, 256 MiB 1.01 -> 1.29.
+// up to this many bytes per member's buffer, and Gloo's ring above it: by default no limit, since
+// the pipeline beat the ring at every size measured (benchmarks/results/run-30-pipelined-allreduce.md).
 // HOROVOD_GLOO_RING_ALLREDUCE_BYTES sets a limit (0: the ring for everything that is not small).
 size_t PipelinedAllreduceBytes() {
   static const size_t bytes = [] {

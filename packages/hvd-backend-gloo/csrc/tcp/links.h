@@ -5,20 +5,12 @@
 //  - direct (the TCP transport's broadcast and pairwise exchanges): a receive names the memory the
 //    message goes to, and the bytes land there, with no copy.
 //
-// Why not Gloo's pairs, which carry everything else: with Gloo, a message is written by the thread
-// that sends it while it holds the pair's lock, and read by Gloo's event-loop thread, which then
-// wakes the thread waiting for it. Eager messages are sent at the start of a cycle by every member
-// at once, so each member writes its data while the peer's arrives on the same pair: the loop
-// thread, finding the lock held, returns to epoll, which reports the same data again at once, and
-// it spins until the write is over (a 128 KiB write between two network namespaces takes 120 to
-// 170 us, the receiver's network stack included). Measured across two namespace hosts (256 KiB
-// alltoalls, BENCHMARKS.md run 28): each loop thread spun for 9% of the time in runs of 380 us
-// (median), taking a core the peer needed, and 30% of the cycles waited 250 us or more for a peer
-// record that was already in the socket. Here the waiting thread reads and writes the sockets
-// itself: no other thread, no lock, no hand-off, and a message is where it goes as soon as its
-// bytes are. For large transfers the hand-offs cost bandwidth too: a 16 MiB broadcast between two
-// namespace hosts took 9 ms on a plain socket read by the waiting thread, 14 ms with Gloo
-// (BENCHMARKS.md run 29).
+// Why not Gloo's pairs, which carry everything else: Gloo's event-loop thread reads a message and
+// then wakes the thread waiting for it, and while a sender holds a pair's lock for its write, that
+// loop thread spins on the pair's incoming data (every member sends at the start of a cycle),
+// taking a core the peer needs. Here the waiting thread reads and writes the sockets itself: no
+// other thread, no lock, no hand-off, and a message is where it goes as soon as its bytes are.
+// Measured: benchmarks/results/run-28-eager-messages.md and run-29-direct-transfers.md.
 //
 // Framing: each message is an 8-byte length (native byte order, as Gloo's own headers) and the
 // bytes. Each connection carries one channel both ways, so a peer's messages on one channel never

@@ -52,12 +52,8 @@ inline size_t InlineSpan(const Response& r, int32_t set_size) {
 inline bool GathersData(OpType type) { return type == OpType::kAllgather || type == OpType::kAlltoall; }
 
 // An alltoall's blocks go ahead up to this size only. Every member copies each block out of the
-// receive space, which costs more than the network crossing it saves once blocks are large. Across
-// two namespace hosts, with the Gloo backend's own connections for eager messages (BENCHMARKS.md,
-// run 28), 512 KiB blocks went from 0.95 to 1.43x torch.distributed sent ahead and 1 MiB blocks
-// from 1.11 to 1.32 (a 4 MiB alltoall's 2 MiB blocks, not sent ahead, measured 1.21). Over Gloo's
-// pairs, whose loop thread read the messages, the limit was 256 KiB: larger blocks gained nothing
-// there (run 21).
+// receive space, which costs more than the network crossing it saves once blocks are large
+// (benchmarks/results/run-28-eager-messages.md).
 constexpr size_t kAlltoallAheadBytes = 1024 * 1024;
 
 // What this member would send eagerly for its cached `hit` (eager.h): one part per member, its own
@@ -97,7 +93,7 @@ size_t InlineAt(int32_t slots) { return AlignUp(kBitmapsAt + 3 * (((size_t)slots
 // completes, every member is then seen idle and cycles at the idle pace; cycling quickly instead
 // (while a caller was still counted as blocked on that op) started idle cycles that the next op,
 // submitted moments later, found under way on one member and not on another, so that it took a
-// second cycle (1.76 cycles per 256 KiB broadcast between two hosts, each after a barrier).
+// second cycle (benchmarks/results/run-22-no-quick-cycle-after-an-op.md).
 bool StillBusy(const std::vector<uint8_t>& records, size_t record_size, int32_t n, int32_t slots,
                const std::vector<bool>& ran) {
   for (int32_t m = 0; m < n; ++m) {

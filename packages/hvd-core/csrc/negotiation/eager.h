@@ -2,9 +2,8 @@
 // runs, so that the data crosses the network while the op is negotiated; and the negotiation records
 // themselves, on a channel of their own.
 //
-// Over TCP a collective's data otherwise waits for the negotiation round: a 256 KiB broadcast or
-// alltoall between two hosts took one round plus its transfer (about 1.4x to 2x torch.distributed's
-// time, which pays only the transfer: BENCHMARKS.md, run 20). Each member keeps a receive posted for
+// Over TCP a collective's data otherwise waits for the negotiation round, which torch.distributed
+// does not pay (benchmarks/results/run-20-more-repetitions.md). Each member keeps a receive posted for
 // every peer, into space its backend owns (hvd_backend_ext_v1's eager_* functions), so a message
 // can be sent at any time and never waits for its receiver.
 //
