@@ -613,8 +613,9 @@ def test_host_spans_cross_as_address_and_byte_count_and_are_checked() -> None:
         # Only a tuple is a span: a 2-element array is an array (here of 16 bytes, so refused).
         with pytest.raises(ValueError, match="holds 16 bytes"):
             enqueue("pair", np.array([data.ctypes.data, data.nbytes], np.int64))
-        # An address says nothing of the device: a span is host memory, for CPU operations only.
-        with pytest.raises(ValueError, match="'gpu': the input buffer is given as a host address, but the operation"):
+        # A span is memory on the operation's device; where no CUDA device can be used (no driver
+        # here), a CUDA operation is refused, saying why.
+        with pytest.raises(ValueError, match="'gpu': the tensor is on a CUDA device, but no CUDA device can be used"):
             engine.enqueue(
                 _core.OP_ALLREDUCE,
                 "gpu",

@@ -537,7 +537,7 @@ def case_device_kind_reaches_the_engine() -> str:
     hvd.init()
     return expect_error(
         ValueError,
-        ("CUDA", "no backend serving that device", "hvd-backend-nccl"),
+        ("CUDA", "no CUDA device can be used", "hvd-backend-nccl"),
         lambda: hvd.allreduce(torch.ones(2), name="cuda.fake"),
     )
 
@@ -550,7 +550,7 @@ def test_cuda_device_kind_gets_the_engines_error(monkeypatch: pytest.MonkeyPatch
     assert adapter.device_kind(torch.device("cpu")) == DEVICE_CPU
     describe = adapter.TorchAdapter.describe
     monkeypatch.setattr(adapter.TorchAdapter, "describe", lambda self, t: (*describe(self, t)[:2], DEVICE_CUDA))
-    # As a CUDA tensor does, it crosses through DLPack: a host address is refused for a CUDA operation.
+    # As a CUDA tensor does, it crosses through DLPack.
     monkeypatch.setattr(adapter.TorchAdapter, "buffer", lambda self, t: t)
     cluster(case_device_kind_reaches_the_engine, 2)
 

@@ -20,6 +20,7 @@ void BindStores(nb::module_& m);        // KVStore, InMemoryStore, CallbackStore
 void BindEngineConfig(nb::module_& m);  // EngineConfig
 void BindHandle(nb::module_& m);        // Handle
 void BindEngine(nb::module_& m);        // Engine
+void BindDevice(nb::module_& m);       // Device, the simulated device's report
 void BindFrameworkEntry(nb::module_& m);  // framework_entry, publish_engine (horovod/hvd_framework.h)
 
 }  // namespace hvdcore::binding

@@ -87,11 +87,8 @@ inline TensorView MakeView(const char* what, const std::string& name, const std:
   v.shape = shape;
   v.device_kind = device_kind;
   if (!buffer) return v;
+  // A span is an address: in host memory for a CPU operation, on the operation's device otherwise.
   const HostSpan* span = std::get_if<HostSpan>(&*buffer);
-  if (span && device_kind != HVD_DEVICE_CPU) {  // an address alone cannot say which device it is on
-    Throw(Status::InvalidArgument("tensor '" + name + "': the " + what +
-                                  " buffer is given as a host address, but the operation is not on the CPU"));
-  }
   auto [data, nbytes] = span ? std::pair<void*, size_t>{reinterpret_cast<void*>(span->address), span->nbytes}
                              : ArrayMemory(what, name, std::get<AnyArray>(*buffer), device_kind);
   v.data = data;

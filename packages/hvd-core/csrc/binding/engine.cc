@@ -39,7 +39,7 @@ void BindEngine(nb::module_& m) {
           [](Engine& eng, int op_type, const std::string& name, std::optional<CallerBuffer> input, int dtype,
              std::vector<int64_t> shape, std::optional<CallerBuffer> output, int op, int root, double prescale,
              double postscale, int process_set, std::optional<std::vector<int64_t>> splits, int64_t group_id,
-             int group_size, uint32_t device_kind, bool inplace) {
+             int group_size, uint32_t device_kind, bool inplace, int device_id, uintptr_t stream) {
             if (op_type < 0 || op_type >= kOpTypeCount) Throw(Status::InvalidArgument("unknown op type"));
             if (op < 0 || op >= kReduceOpCount)
               Throw(Status::InvalidArgument("unknown reduce op " + std::to_string(op)));
@@ -47,10 +47,13 @@ void BindEngine(nb::module_& m) {
             e->type = (OpType)op_type;
             e->name = name;
             e->input = MakeView("input", name, input, dtype, shape, device_kind);
+            e->input.device_id = device_kind == HVD_DEVICE_CPU ? -1 : device_id;
+            e->stream = reinterpret_cast<hvd_stream_t>(stream);
             if (inplace) {
               e->output = e->input;  // the result overwrites the input: one buffer crosses, not two
             } else if (output) {
               e->output = MakeView("output", name, output, dtype, shape, device_kind);
+              e->output.device_id = e->input.device_id;
               // hvd's frameworks allocate a separate output just before submitting, and the
               // collective writes it first: in huge pages, a large one takes a fraction of the
               // page faults' time (core/output_buffer.h). Other callers' outputs get the same advice,
@@ -72,7 +75,11 @@ void BindEngine(nb::module_& m) {
           "op_type"_a, "name"_a, "input"_a.none(), "dtype"_a, "shape"_a, "output"_a.none() = nb::none(),
           "op"_a = (int)ReduceOp::kSum, "root"_a = -1, "prescale"_a = 1.0, "postscale"_a = 1.0, "process_set"_a = 0,
           "splits"_a.none() = nb::none(), "group_id"_a = -1, "group_size"_a = 0,
-          "device_kind"_a = (uint32_t)HVD_DEVICE_CPU, "inplace"_a = false)
+          "device_kind"_a = (uint32_t)HVD_DEVICE_CPU, "inplace"_a = false, "device_id"_a = 0, "stream"_a = 0,
+          "Submits an operation. A device tensor's buffers are on device `device_id`, and `stream` is the "
+          "caller's stream (the runtime's handle as an integer; 0 for the default stream): the operation "
+          "reads the tensor after the work queued there so far, and waiting on the handle makes that "
+          "stream wait for the result.")
       .def("add_process_set", &Engine::AddProcessSet, "ranks"_a)
       .def("remove_process_set", &Engine::RemoveProcessSet, "id"_a)
       .def("process_sets",

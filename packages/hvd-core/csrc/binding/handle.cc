@@ -10,7 +10,9 @@
 #include "binding/bindings.h"
 #include "core/handle.h"
 #include "core/output_buffer.h"
+#include "device/device.h"
 #include "horovod/hvd_backend.h"
+#include "horovod/hvd_reduce.hpp"
 
 namespace hvdcore::binding {
 
@@ -43,6 +45,13 @@ constexpr std::chrono::hours kNoSignalChecks{1};
 unsigned long g_main_thread = 0;  // set when the module is imported, on the main thread
 
 nb::object OutputOf(HandleState& h, bool raw) {
+  if (h.output_device) {  // a DLPack array on the device, owning the memory through the handle's share
+    auto* keep = new std::shared_ptr<void>(h.output_device);
+    nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<void>*>(p); });
+    std::vector<size_t> shape(h.output_shape.begin(), h.output_shape.end());
+    return nb::cast(nb::ndarray<>(h.output_device.get(), shape.size(), shape.data(), owner, nullptr,
+                                  DlpackDtype(h.output_dtype), nb::device::cuda::value, h.device->device_id));
+  }
   if (!h.output) return nb::none();
   auto* keep = new std::shared_ptr<Buffer>(h.output);
   nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<Buffer>*>(p); });
@@ -77,11 +86,24 @@ void BindHandle(nb::module_& m) {
               if (!done) throw nb::python_error();  // the operation goes on; the handle stays valid
             }
             if (!h.status().ok()) Throw(h.status());
+            if (h.device && h.device->done) {  // the caller's stream goes on after the results
+              Status st =
+                  DeviceStatus(h.device->device, h.device->device->stream_wait_event(h.caller_stream, h.device->done),
+                               "ordering the caller's stream after the operation");
+              if (!st.ok()) Throw(st);
+            }
           },
           "Blocks (without the GIL) until completion; raises the operation's error, or what a signal "
           "handler raised meanwhile (Ctrl-C: KeyboardInterrupt), leaving the operation running.")
       .def("output", &OutputOf, "raw"_a = false,
            "The engine-allocated result (DLPack-capable array), or None; raw=True gives its bytes as uint8.")
+      .def_prop_ro(
+          "output_device_address",
+          [](const HandleState& h) -> nb::object {
+            if (!h.output_device) return nb::none();
+            return nb::int_(reinterpret_cast<uintptr_t>(h.output_device.get()));
+          },
+          "The device address of an engine-allocated result on a device, or None.")
       .def_prop_ro("output_shape", [](const HandleState& h) { return h.output_shape; })
       .def_prop_ro("received_splits", [](const HandleState& h) { return h.received_splits; })
       .def_prop_ro("value", [](const HandleState& h) { return h.value; });

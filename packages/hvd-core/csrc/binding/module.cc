@@ -13,6 +13,7 @@ NB_MODULE(_core, m) {
   BindBackend(m);
   BindStores(m);
   BindEngineConfig(m);
+  BindDevice(m);
   BindHandle(m);
   BindEngine(m);
   BindFrameworkEntry(m);

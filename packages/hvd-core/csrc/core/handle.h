@@ -13,6 +13,7 @@
 
 #include "core/common.h"
 #include "core/output_buffer.h"
+#include "horovod/hvd_device.h"
 
 namespace hvdcore {
 
@@ -64,6 +65,20 @@ class CallerBell {
   // callbacks may submit more, which rings.
   std::shared_mutex help_mu_;
   std::function<bool()> help_;
+};
+
+// How a device operation completes: the event recorded after its last work on the engine's
+// stream, which the caller's stream waits on. Shared by the handles of one batch.
+struct DeviceCompletion {
+  DeviceCompletion(const hvd_device_v1* d, int32_t id) : device(d), device_id(id) {}
+  ~DeviceCompletion() {
+    if (done) device->event_destroy(done);
+  }
+  DeviceCompletion(const DeviceCompletion&) = delete;
+  DeviceCompletion& operator=(const DeviceCompletion&) = delete;
+  const hvd_device_v1* device;
+  int32_t device_id;
+  hvd_event_t done = nullptr;
 };
 
 class HandleState {
@@ -130,6 +145,11 @@ class HandleState {
   hvd_dtype output_dtype = HVD_DTYPE_FLOAT32;
   std::vector<int64_t> received_splits;
   int64_t value = -1;  // join: last joined rank; add_process_set: the new id
+  std::shared_ptr<DeviceCompletion> device;  // set for operations on device tensors
+  hvd_stream_t caller_stream = nullptr;      // the stream the caller submitted from
+  // An engine-allocated result in device memory (instead of `output`), freed when the last holder
+  // (the framework's tensor) lets go.
+  std::shared_ptr<void> output_device;
 
  private:
   std::shared_ptr<CallerBell> bell_;
@@ -158,6 +178,10 @@ struct TensorEntry {
   std::vector<int32_t> ranks;  // add_process_set members / remove_process_set id
   std::shared_ptr<HandleState> handle;
   int64_t enqueued_us = 0;
+  // Device tensors: the caller's stream, and the event recorded on it when the operation was
+  // submitted (input.ready_event), destroyed with the entry.
+  hvd_stream_t stream = nullptr;
+  std::shared_ptr<void> ready_event;
 
   // Negotiation state, touched only by the background thread.
   bool sent_to_coordinator = false;

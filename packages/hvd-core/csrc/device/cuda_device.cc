@@ -139,7 +139,9 @@ int StreamCreate(int32_t device, hvd_stream_t* out) {
 }
 int StreamDestroy(hvd_stream_t s) { return Check(g_rt.StreamDestroy(s), "cudaStreamDestroy"); }
 int StreamSynchronize(hvd_stream_t s) { return Check(g_rt.StreamSynchronize(s), "cudaStreamSynchronize"); }
-int StreamWaitEvent(hvd_stream_t s, hvd_event_t e) { return Check(g_rt.StreamWaitEvent(s, e, 0), "cudaStreamWaitEvent"); }
+int StreamWaitEvent(hvd_stream_t s, hvd_event_t e) {
+  return Check(g_rt.StreamWaitEvent(s, e, 0), "cudaStreamWaitEvent");
+}
 int EventCreate(int32_t device, hvd_event_t* out) {
   if (int rc = SetDevice(device)) return rc;
   return Check(g_rt.EventCreateWithFlags(out, kEventDisableTiming), "cudaEventCreateWithFlags");
@@ -171,12 +173,30 @@ int HostAlloc(size_t bytes, void** out) { return Check(g_rt.HostAlloc(out, bytes
 int HostFree(void* p) { return Check(g_rt.FreeHost(p), "cudaFreeHost"); }
 
 const hvd_device_v1 kCuda = {
-    HVD_DEVICE_ABI_VERSION, sizeof(hvd_device_v1), "cuda", HVD_DEVICE_CUDA, 0,
-    LastError, DeviceCount, SetDevice,
-    StreamCreate, StreamDestroy, StreamSynchronize, StreamWaitEvent,
-    EventCreate, EventDestroy, EventRecord, EventQuery, EventSynchronize,
-    MemcpyAsync, MemsetAsync, LaunchHostFn,
-    DeviceAlloc, DeviceFree, HostAlloc, HostFree,
+    HVD_DEVICE_ABI_VERSION,
+    sizeof(hvd_device_v1),
+    "cuda",
+    HVD_DEVICE_CUDA,
+    0,
+    LastError,
+    DeviceCount,
+    SetDevice,
+    StreamCreate,
+    StreamDestroy,
+    StreamSynchronize,
+    StreamWaitEvent,
+    EventCreate,
+    EventDestroy,
+    EventRecord,
+    EventQuery,
+    EventSynchronize,
+    MemcpyAsync,
+    MemsetAsync,
+    LaunchHostFn,
+    DeviceAlloc,
+    DeviceFree,
+    HostAlloc,
+    HostFree,
 };
 
 }  // namespace

@@ -26,7 +26,7 @@ namespace {
 thread_local std::string t_last_error;
 
 int Fail(int code, std::string message) {
-  t_last_error = "simulated device: " + std::move(message);
+  t_last_error = std::move(message);  // DeviceStatus names the device
   return code;
 }
 
@@ -74,13 +74,18 @@ struct Touch {
 
 class SimStream;
 
-struct SimEvent {
-  int device;
+// Held by the event's handle and by each piece of work that signals it or waits for it: a handle
+// may be destroyed while such work is queued, as CUDA allows.
+struct EventState {
   std::mutex mu;
   std::condition_variable cv;
   Clock clock;             // what its latest record knows
   uint64_t recorded = 0;   // records so far
   uint64_t completed = 0;  // the latest record that has run
+};
+struct SimEvent {
+  int device;
+  std::shared_ptr<EventState> state = std::make_shared<EventState>();
 };
 
 class Device {
@@ -150,7 +155,8 @@ class Device {
   int Free(void* ptr) {
     std::lock_guard<std::mutex> lk(mu_);
     auto it = allocations_.find((uintptr_t)ptr);
-    if (it == allocations_.end()) return Fail(HVD_ERR_INVALID_ARGUMENT, "device_free of " + Hex(ptr) + ", not an allocation");
+    if (it == allocations_.end())
+      return Fail(HVD_ERR_INVALID_ARGUMENT, "device_free of " + Hex(ptr) + ", not an allocation");
     if (it->second.open) return Fail(HVD_ERR_INVALID_ARGUMENT, "device_free of " + Hex(ptr) + " while work uses it");
     munmap(it->second.base, it->second.mapped);
     allocations_.erase(it);
@@ -345,9 +351,9 @@ void QueueAccess(SimStream* s, std::vector<Touch> touches, std::string what, std
   });
 }
 
-#define HVD_SIM_CHECK_POISON()                  \
-  do {                                          \
-    int rc_;                                    \
+#define HVD_SIM_CHECK_POISON()                    \
+  do {                                            \
+    int rc_;                                      \
     if (Device::Get().Poisoned(&rc_)) return rc_; \
   } while (0)
 
@@ -360,15 +366,16 @@ int DeviceCount(int32_t* count) {
 
 int SetDevice(int32_t device) {
   if (device < 0 || device >= Device::Get().count())
-    return Fail(HVD_ERR_INVALID_ARGUMENT, "no device " + std::to_string(device) + " (there are " +
-                                              std::to_string(Device::Get().count()) + ")");
+    return Fail(HVD_ERR_INVALID_ARGUMENT,
+                "no device " + std::to_string(device) + " (there are " + std::to_string(Device::Get().count()) + ")");
   t_current_device = device;
   return HVD_OK;
 }
 
 int StreamCreate(int32_t device, hvd_stream_t* out) {
   HVD_SIM_CHECK_POISON();
-  if (device < 0 || device >= Device::Get().count()) return Fail(HVD_ERR_INVALID_ARGUMENT, "no device " + std::to_string(device));
+  if (device < 0 || device >= Device::Get().count())
+    return Fail(HVD_ERR_INVALID_ARGUMENT, "no device " + std::to_string(device));
   *out = new SimStream(device);
   return HVD_OK;
 }
@@ -399,7 +406,7 @@ int EventDestroy(hvd_event_t event) {
 
 int EventRecord(hvd_event_t event, hvd_stream_t stream) {
   HVD_SIM_CHECK_POISON();
-  auto* e = static_cast<SimEvent*>(event);
+  std::shared_ptr<EventState> e = static_cast<SimEvent*>(event)->state;
   SimStream* s = StreamOf(stream);
   uint64_t target;
   {
@@ -419,7 +426,7 @@ int EventRecord(hvd_event_t event, hvd_stream_t stream) {
 
 int StreamWaitEvent(hvd_stream_t stream, hvd_event_t event) {
   HVD_SIM_CHECK_POISON();
-  auto* e = static_cast<SimEvent*>(event);
+  std::shared_ptr<EventState> e = static_cast<SimEvent*>(event)->state;
   uint64_t target;
   Clock known;
   {
@@ -439,14 +446,14 @@ int StreamWaitEvent(hvd_stream_t stream, hvd_event_t event) {
 
 int EventQuery(hvd_event_t event, int* done) {
   HVD_SIM_CHECK_POISON();
-  auto* e = static_cast<SimEvent*>(event);
+  EventState* e = static_cast<SimEvent*>(event)->state.get();
   std::lock_guard<std::mutex> lk(e->mu);
   *done = e->completed >= e->recorded ? 1 : 0;
   return HVD_OK;
 }
 
 int EventSynchronize(hvd_event_t event) {
-  auto* e = static_cast<SimEvent*>(event);
+  EventState* e = static_cast<SimEvent*>(event)->state.get();
   {
     std::unique_lock<std::mutex> lk(e->mu);
     const uint64_t target = e->recorded;
@@ -493,9 +500,10 @@ int MemsetAsync(void* dst, int value, size_t bytes, hvd_stream_t stream) {
   HVD_SIM_CHECK_POISON();
   if (bytes == 0) return HVD_OK;
   if (!Device::Get().IsDeviceRange(dst, bytes))
-    return Fail(HVD_ERR_INVALID_ARGUMENT, "memset of " + std::to_string(bytes) + " bytes at " + Hex(dst) +
-                                              ": not inside one device allocation");
-  QueueAccess(StreamOf(stream), {{dst, bytes, true}}, "memset", [dst, value, bytes] { std::memset(dst, value, bytes); });
+    return Fail(HVD_ERR_INVALID_ARGUMENT,
+                "memset of " + std::to_string(bytes) + " bytes at " + Hex(dst) + ": not inside one device allocation");
+  QueueAccess(StreamOf(stream), {{dst, bytes, true}}, "memset",
+              [dst, value, bytes] { std::memset(dst, value, bytes); });
   return HVD_OK;
 }
 
@@ -531,18 +539,37 @@ int HostAlloc(size_t bytes, void** out) {
 int HostFree(void* ptr) {
   if (!ptr) return HVD_OK;
   std::lock_guard<std::mutex> lk(g_host_mu);
-  if (!g_host_allocations.erase(ptr)) return Fail(HVD_ERR_INVALID_ARGUMENT, "host_free of " + Hex(ptr) + ", not pinned memory");
+  if (!g_host_allocations.erase(ptr))
+    return Fail(HVD_ERR_INVALID_ARGUMENT, "host_free of " + Hex(ptr) + ", not pinned memory");
   free(ptr);
   return HVD_OK;
 }
 
 const hvd_device_v1 kSimulated = {
-    HVD_DEVICE_ABI_VERSION, sizeof(hvd_device_v1), "simulated", HVD_DEVICE_CUDA, 0,
-    LastError, DeviceCount, SetDevice,
-    StreamCreate, StreamDestroy, StreamSynchronize, StreamWaitEvent,
-    EventCreate, EventDestroy, EventRecord, EventQuery, EventSynchronize,
-    MemcpyAsync, MemsetAsync, LaunchHostFn,
-    DeviceAlloc, DeviceFree, HostAlloc, HostFree,
+    HVD_DEVICE_ABI_VERSION,
+    sizeof(hvd_device_v1),
+    "simulated",
+    HVD_DEVICE_CUDA,
+    0,
+    LastError,
+    DeviceCount,
+    SetDevice,
+    StreamCreate,
+    StreamDestroy,
+    StreamSynchronize,
+    StreamWaitEvent,
+    EventCreate,
+    EventDestroy,
+    EventRecord,
+    EventQuery,
+    EventSynchronize,
+    MemcpyAsync,
+    MemsetAsync,
+    LaunchHostFn,
+    DeviceAlloc,
+    DeviceFree,
+    HostAlloc,
+    HostFree,
 };
 
 }  // namespace

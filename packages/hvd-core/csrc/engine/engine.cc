@@ -5,6 +5,7 @@
 #include <set>
 #include <thread>
 
+#include "device/device.h"
 #include "engine/validation.h"
 
 namespace hvdcore {
@@ -17,7 +18,7 @@ Engine::Engine(EngineConfig config, std::shared_ptr<Backend> backend, std::share
       stall_settings_(config_.stall_check_enabled, config_.stall_check_s, config_.stall_shutdown_s),
       output_pool_(std::make_shared<OutputPool>((size_t)std::max<int64_t>(0, config_.output_pool_bytes))),
       controller_(log_, config_.inline_bytes, config_.inline_max_bytes),
-      executor_(log_, timeline_, config_.fusion_threshold, execution_stats_, output_pool_,
+      executor_(log_, timeline_, config_.fusion_threshold, execution_stats_, output_pool_, stagings_,
                 [this](ProcessSet& ps, std::unique_ptr<TensorEntry> e, Status s) {
                   Complete(ps, std::move(e), std::move(s));
                 }),
@@ -174,6 +175,7 @@ void Engine::Shutdown() {
   if (loop.joinable()) loop.join();
   std::lock_guard<std::mutex> lk(mu_);
   sets_.clear();  // destroys the communicators
+  stagings_.Clear();  // the loop has stopped: nothing stages any more
   timeline_.Stop();
   output_pool_->Close();  // outputs still held by callers are unmapped when they free them
 }
@@ -188,6 +190,25 @@ ProcessSet* Engine::FindSet(int32_t id) {
   if (it == sets_.end() || std::find(sets_to_remove_.begin(), sets_to_remove_.end(), id) != sets_to_remove_.end())
     return nullptr;
   return it->second.get();
+}
+
+const hvd_device_v1* Engine::Device() {
+  if (!device_loaded_) {
+    device_loaded_ = true;
+    device_ = DeviceNamed(config_.device, &device_error_);
+    if (device_) stagings_.set_device(device_);
+  }
+  return device_;
+}
+
+Status Engine::MarkReady(TensorEntry& e) {
+  const hvd_device_v1* d = Device();
+  hvd_event_t ready = nullptr;
+  Status st = DeviceStatus(d, d->event_create(e.input.device_id, &ready), "an event for tensor '" + e.name + "'");
+  if (!st.ok()) return st;
+  e.ready_event = std::shared_ptr<void>(ready, [d](void* ev) { d->event_destroy(ev); });
+  e.input.ready_event = ready;
+  return DeviceStatus(d, d->event_record(ready, e.stream), "recording tensor '" + e.name + "' ready");
 }
 
 std::shared_ptr<HandleState> Engine::Enqueue(std::unique_ptr<TensorEntry> e, HandleState::OnComplete on_complete) {
@@ -218,8 +239,24 @@ std::shared_ptr<HandleState> Engine::Enqueue(std::unique_ptr<TensorEntry> e, Han
     }
     e->root = (int32_t)(member - ps->ranks.begin());
   }
-  Status st = ValidateEntry(*e, ps->size(), backend_->api()->device_kinds);
+  uint32_t device_kinds = backend_->api()->device_kinds;
+  if (e->input.device_kind != HVD_DEVICE_CPU && !(device_kinds & e->input.device_kind)) {
+    // A backend for host memory: the engine stages device tensors through it, given a device.
+    if (!Device()) {
+      throw StatusError{Status::InvalidArgument(std::string(OpTypeName(e->type)) + " of tensor '" + e->name +
+                                                "': the tensor is on a CUDA device, but no CUDA device can be used (" +
+                                                device_error_ +
+                                                "); with one, hvd stages CUDA tensors through the CPU backend, "
+                                                "and hvd-backend-nccl runs them on the GPU")};
+    }
+    device_kinds |= device_->device_kind;
+  }
+  Status st = ValidateEntry(*e, ps->size(), device_kinds);
   if (!st.ok()) throw StatusError{st};
+  if (e->input.device_kind != HVD_DEVICE_CPU && e->input.num_elements() > 0) {
+    st = MarkReady(*e);
+    if (!st.ok()) throw StatusError{st};
+  }
   if (!ps->in_flight.insert(e->name).second) {
     throw StatusError{Status::InvalidArgument(std::string(OpTypeName(e->type)) + " of tensor '" + e->name +
                                               "': an operation with this name is already in "
@@ -229,6 +266,7 @@ std::shared_ptr<HandleState> Engine::Enqueue(std::unique_ptr<TensorEntry> e, Han
   }
   if (IsProcessSetChange(e->type)) ++set_changes_in_flight_;
   auto handle = std::make_shared<HandleState>(bell_, std::move(on_complete));
+  handle->caller_stream = e->stream;
   e->handle = handle;
   e->enqueued_us = NowMicros();
   // Only the first of a burst wakes the loop, which then waits for the rest (AwaitWork), and only

@@ -64,6 +64,9 @@ struct EngineConfig {
   bool hierarchical_allreduce = false;
   std::string host_key;
   int32_t local_rank = 0;
+  // HOROVOD_DEVICE: the device layer device tensors use (device/device.h): "cuda" (also when
+  // empty) or "simulated". Loaded at the first device tensor.
+  std::string device;
 };
 
 struct ProcessSetInfo {
@@ -143,6 +146,11 @@ class Engine {
   Status ApplyProcessSetChange(const Response& r);
   std::string NextProcessSetChangeName();
   void Complete(ProcessSet& ps, std::unique_ptr<TensorEntry> entry, Status status);
+  // The device layer, loaded for the first device tensor (requires mu_); null, with the reason in
+  // device_error_, when it cannot be had.
+  const hvd_device_v1* Device();
+  // Records a device entry's ready event on the caller's stream (requires mu_).
+  Status MarkReady(TensorEntry& e);
   // Fails every pending operation; when peers caused the stop, the launcher's report of a lost
   // rank is looked up and added to the error (diagnostics/failure_report.h).
   void FailEverything(const Status& status, StopCause cause);
@@ -157,6 +165,7 @@ class Engine {
   NegotiationStats negotiation_stats_;
   ExecutionStats execution_stats_;
   std::shared_ptr<OutputPool> output_pool_;  // before executor_, which hands it to outputs
+  DeviceStagings stagings_;  // before executor_, which stages through it
   Controller controller_;
   Executor executor_;
   const std::chrono::microseconds cycle_;  // HOROVOD_CYCLE_TIME
@@ -176,6 +185,9 @@ class Engine {
   std::atomic<std::thread::id> cycle_owner_{};  // who holds cycle_mu_: its callbacks must not help
 
   std::mutex mu_;  // guards everything below
+  const hvd_device_v1* device_ = nullptr;
+  bool device_loaded_ = false;
+  std::string device_error_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<TensorEntry>> queue_;
   std::map<int32_t, std::unique_ptr<ProcessSet>> sets_;  // structure changed only by the loop

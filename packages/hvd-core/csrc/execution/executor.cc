@@ -91,6 +91,7 @@ std::vector<Response> Executor::Fuse(std::vector<Response> responses) const {
 }
 
 Status Executor::Execute(ProcessSet& ps, std::vector<Response> responses) {
+  stagings_.Reclaim();
   Status failure;
   for (const Response& r : Fuse(std::move(responses))) {
     // Take this rank's entries; a missing one is legitimate only after join (neutral data).
@@ -110,7 +111,7 @@ Status Executor::Execute(ProcessSet& ps, std::vector<Response> responses) {
       failure = Status::Aborted("negotiation produced a response for tensor '" + r.names[0] +
                                 "' that this rank never submitted");
     }
-    Status st = failure.ok() ? Run(ps, r, entries) : failure;
+    Status st = failure.ok() ? RunStaged(ps, r, entries) : failure;
     // Last first: a caller synchronizes in submission order, so it wakes once, when the whole
     // batch is complete, instead of at its first tensor, to compete for its core with the
     // completion of the rest.
@@ -126,6 +127,21 @@ Status Executor::Execute(ProcessSet& ps, std::vector<Response> responses) {
     if (!failure.ok()) break;
   }
   return failure;
+}
+
+Status Executor::RunStaged(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries) {
+  // Entries of one response are on one kind of device (negotiation agreed); the first one's device
+  // stages them all (its stream reaches any device's memory).
+  auto device_entry = std::find_if(entries.begin(), entries.end(),
+                                   [](const auto& e) { return e && e->input.device_kind != HVD_DEVICE_CPU; });
+  if (device_entry == entries.end()) return Run(ps, r, entries);
+  Status st;
+  DeviceStaging* staging = stagings_.For((*device_entry)->input.device_id, &st);
+  if (!staging) return st;
+  st = staging->StageIn(entries);
+  if (st.ok()) st = Run(ps, r, entries);
+  Status out = staging->StageOut(entries, st.ok());
+  return st.ok() ? out : st;
 }
 
 namespace {

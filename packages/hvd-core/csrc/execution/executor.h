@@ -10,6 +10,7 @@
 #include "core/output_pool.h"
 #include "diagnostics/logging.h"
 #include "diagnostics/timeline.h"
+#include "execution/device_staging.h"
 #include "negotiation/controller.h"
 #include "negotiation/process_set.h"
 
@@ -29,10 +30,12 @@ using CompleteFn = std::function<void(ProcessSet&, std::unique_ptr<TensorEntry>,
 class Executor {
  public:
   // Large outputs come from, and go back to, `output_pool` (core/output_pool.h).
+  // Device tensors are staged through `stagings` (execution/device_staging.h).
   Executor(const Logger& log, Timeline& timeline, int64_t fusion_threshold, ExecutionStats& stats,
-           std::shared_ptr<OutputPool> output_pool, CompleteFn complete)
+           std::shared_ptr<OutputPool> output_pool, DeviceStagings& stagings, CompleteFn complete)
       : log_(log),
         timeline_(timeline),
+        stagings_(stagings),
         fusion_threshold_(fusion_threshold),
         stats_(stats),
         output_pool_(std::move(output_pool)),
@@ -49,6 +52,8 @@ class Executor {
   // Consecutive allreduces that may share one fusion buffer become one response.
   std::vector<Response> Fuse(std::vector<Response> responses) const;
   Status Run(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries);
+  // Run, with device entries staged through pinned host memory around it.
+  Status RunStaged(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries);
   Status Allreduce(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries);
   // One buffer's allreduce on the set's communicator, or host by host (ps.hierarchy).
   Status ReduceAll(ProcessSet& ps, const void* send, void* recv, size_t count, hvd_dtype dtype, hvd_reduce_op op);
@@ -69,6 +74,7 @@ class Executor {
 
   const Logger& log_;
   Timeline& timeline_;
+  DeviceStagings& stagings_;
   int64_t fusion_threshold_;
   ExecutionStats& stats_;
   std::shared_ptr<OutputPool> output_pool_;

@@ -258,13 +258,15 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool work_elsewhere, 
     const std::vector<int64_t> mine = MemberSizes(e, n);  // empty but for allgathers and alltoalls
     // Data already sent eagerly never travels again inline, which the space may have grown to.
     const bool sent_eagerly = ps.eager.sent_slot() == hit.first;
+    // Device data is staged when the op executes (execution/device_staging.h), never read here.
+    const bool host_data = e.input.device_kind == HVD_DEVICE_CPU;
     bool inlined = false;
     if ((size_t)hit.first < new_sizes.size() && new_sizes[hit.first]) {
       std::memcpy(&record[inline_at + inline_used], mine.data(), mine.size() * sizeof(int64_t));
       SetBit(&record[kBitmapsAt + bitmap], hit.first);
       inline_used += SizesSpan(r.type, n);
     }
-    if (GathersData(r.type)) {
+    if (host_data && GathersData(r.type)) {
       const size_t bytes = MemberInputBytes(r, mine.data(), n);
       const size_t held = e.input.data ? (size_t)e.input.num_elements() * hvd::dtype_size(r.dtype) : 0;
       if (!sent_eagerly && bytes == held && data_used + AlignUp(bytes) <= data_budget) {
@@ -278,7 +280,7 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool work_elsewhere, 
     size_t bytes = ResponseBytes(r);
     // A broadcast's data comes from its root alone: the others have nothing to send.
     bool sends_data = CarriesData(r.type) && (r.type != OpType::kBroadcast || r.root == ps.my_rank);
-    if (!GathersData(r.type) && sends_data && !sent_eagerly && data_used + AlignUp(bytes) <= data_budget) {
+    if (host_data && !GathersData(r.type) && sends_data && !sent_eagerly && data_used + AlignUp(bytes) <= data_budget) {
       uint8_t* dst = &record[inline_at + inline_used];
       if (bytes) std::memcpy(dst, e.input.data, bytes);
       if (r.type == OpType::kAllreduce && r.prescale != 1.0)
@@ -288,7 +290,7 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool work_elsewhere, 
       data_used += AlignUp(bytes);
       inlined = true;
     }
-    if (!inlined && may_send_eagerly && ps.eager.sent_slot() < 0) {
+    if (host_data && !inlined && may_send_eagerly && ps.eager.sent_slot() < 0) {
       std::vector<EagerChannel::Part> parts = EagerParts(r, e, mine, n, ps.my_rank, ps.eager.capacity());
       if (!parts.empty()) {
         Status sent = ps.eager.Send(hit.first, parts);

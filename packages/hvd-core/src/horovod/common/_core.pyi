@@ -249,6 +249,53 @@ class EngineConfig:
     @local_rank.setter
     def local_rank(self, arg: int, /) -> None: ...
 
+    @property
+    def device(self) -> str: ...
+
+    @device.setter
+    def device(self, arg: str, /) -> None: ...
+
+class Device:
+    """A device layer's table: 'cuda' or 'simulated' (HOROVOD_DEVICE)."""
+
+    def __init__(self, kind: str) -> None: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def count(self) -> int: ...
+
+    def capsule(self) -> CapsuleType:
+        """
+        The hvd_device_v1 table, in a PyCapsule named 'horovod.hvd_device_v1' (never freed).
+        """
+
+    def alloc(self, device_id: int, nbytes: int) -> int: ...
+
+    def free(self, address: int) -> None: ...
+
+    def create_stream(self, device_id: int) -> int: ...
+
+    def destroy_stream(self, stream: int) -> None: ...
+
+    def synchronize(self, stream: int = 0) -> None: ...
+
+    def upload(self, address: int, data: bytes, stream: int = 0) -> None:
+        """Copies `data` to device memory at `address`, queued on `stream`."""
+
+    def download(self, address: int, nbytes: int, stream: int = 0) -> bytes:
+        """
+        The bytes at device `address`, read after `stream`'s earlier work (waits for it).
+        """
+
+    def delay(self, stream: int, seconds: float) -> None:
+        """Keeps `stream` busy for a while, as a long kernel would."""
+
+def simulated_device_state() -> dict: ...
+
+def simulated_device_clear_races() -> None: ...
+
 class Handle:
     def poll(self) -> bool:
         """True once the operation has completed; never blocks."""
@@ -262,6 +309,10 @@ class Handle:
         """
         The engine-allocated result (DLPack-capable array), or None; raw=True gives its bytes as uint8.
         """
+
+    @property
+    def output_device_address(self) -> object:
+        """The device address of an engine-allocated result on a device, or None."""
 
     @property
     def output_shape(self) -> list[int]: ...
@@ -291,7 +342,10 @@ class Engine:
     @property
     def backend_name(self) -> str: ...
 
-    def enqueue(self, op_type: int, name: str, input: tuple[int, int] | Annotated[NDArray, dict(writable=False)] | None, dtype: int, shape: Sequence[int], output: tuple[int, int] | Annotated[NDArray, dict(writable=False)] | None = None, op: int = 1, root: int = -1, prescale: float = 1.0, postscale: float = 1.0, process_set: int = 0, splits: Sequence[int] | None = None, group_id: int = -1, group_size: int = 0, device_kind: int = 1, inplace: bool = False) -> Handle: ...
+    def enqueue(self, op_type: int, name: str, input: tuple[int, int] | Annotated[NDArray, dict(writable=False)] | None, dtype: int, shape: Sequence[int], output: tuple[int, int] | Annotated[NDArray, dict(writable=False)] | None = None, op: int = 1, root: int = -1, prescale: float = 1.0, postscale: float = 1.0, process_set: int = 0, splits: Sequence[int] | None = None, group_id: int = -1, group_size: int = 0, device_kind: int = 1, inplace: bool = False, device_id: int = 0, stream: int = 0) -> Handle:
+        """
+        Submits an operation. A device tensor's buffers are on device `device_id`, and `stream` is the caller's stream (the runtime's handle as an integer; 0 for the default stream): the operation reads the tensor after the work queued there so far, and waiting on the handle makes that stream wait for the result.
+        """
 
     def add_process_set(self, ranks: Sequence[int]) -> Handle: ...
 

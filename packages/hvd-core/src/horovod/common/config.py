@@ -218,6 +218,11 @@ def engine_config(
     config.log_hide_time = _bool(env, "HOROVOD_LOG_HIDE_TIME")
     config.timeout_ms = int(_float(env, "HOROVOD_GLOO_TIMEOUT_SECONDS", 30.0, minimum=0.001) * 1000)
     config.dynamic_process_sets = _bool(env, "HOROVOD_DYNAMIC_PROCESS_SETS")
+    # hvd's own knob: the device layer for device tensors, "cuda" (the default) or "simulated" (tests).
+    device = env.get("HOROVOD_DEVICE", "").strip().lower()
+    if device not in ("", "cuda", "simulated"):
+        raise ValueError(f"HOROVOD_DEVICE={device!r} is not one of cuda, simulated")
+    config.device = device
     # A launcher (horovodrun) describes a lost rank in the job's store; the engine adds that to the
     # error its peers raise, waiting up to this long for it to appear.
     job_key = env.get("HOROVOD_JOB_KEY", "").strip()

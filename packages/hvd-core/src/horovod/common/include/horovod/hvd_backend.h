@@ -136,8 +136,8 @@ typedef struct hvd_comm hvd_comm; /* opaque, owned by the backend */
 typedef struct hvd_backend_v1 {
   uint32_t abi_version; /* HVD_BACKEND_ABI_VERSION */
   uint32_t struct_size; /* sizeof(hvd_backend_v1) */
-  const char* name;     /* short name, e.g. "gloo" */
-  const char* version;  /* the backend's own version string */
+  const char* name; /* short name, e.g. "gloo" */
+  const char* version; /* the backend's own version string */
   uint32_t device_kinds;
   uint32_t reserved;
   uint64_t capabilities;

@@ -3,8 +3,8 @@
  * and device-capable backends use it: streams, events, asynchronous copies and allocations.
  *
  * hvd-core carries two implementations: CUDA, which loads libcudart at run time (nothing of CUDA is
- * needed to build or import hvd), and a simulated device for tests, which runs each stream's work in
- * order on a thread of its own and keeps its device memory unreadable by host code outside those
+ * needed to build or import hvd), and a simulated device for tests, which runs each stream's work
+ * in order on a thread of its own and keeps its device memory unreadable by host code outside those
  * threads, so that a missing wait fails a test instead of passing by luck. Both serve
  * HVD_DEVICE_CUDA tensors; HOROVOD_DEVICE=simulated selects the second. A backend reaches the
  * engine's table through hvd_comm_config_v1 (hvd_backend.h) and must use it for every stream and
@@ -73,7 +73,8 @@ typedef struct hvd_device_v1 {
   int (*event_synchronize)(hvd_event_t event);
 
   /* Queued on `stream`; host memory taking part should be pinned (host_alloc). */
-  int (*memcpy_async)(void* dst, const void* src, size_t bytes, hvd_copy_kind kind, hvd_stream_t stream);
+  int (*memcpy_async)(void* dst, const void* src, size_t bytes, hvd_copy_kind kind,
+                      hvd_stream_t stream);
   int (*memset_async)(void* dst, int value, size_t bytes, hvd_stream_t stream);
   int (*launch_host_fn)(hvd_stream_t stream, hvd_host_fn fn, void* user_data);
 

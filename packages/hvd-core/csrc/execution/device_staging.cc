@@ -1,0 +1,178 @@
+#include "execution/device_staging.h"
+
+#include <algorithm>
+
+#include "device/device.h"
+#include "horovod/hvd_reduce.hpp"
+
+namespace hvdcore {
+namespace {
+
+size_t Bytes(const TensorView& v) { return (size_t)v.num_elements() * hvd::dtype_size(v.dtype); }
+
+bool OnDevice(const TensorEntry* e) { return e && e->input.device_kind != HVD_DEVICE_CPU; }
+
+}  // namespace
+
+PinnedPool::~PinnedPool() {
+  for (auto& [capacity, p] : free_) device_->host_free(p);
+}
+
+std::shared_ptr<void> PinnedPool::Take(size_t bytes, Status* status) {
+  // Capacities are powers of two from 4 KiB, so that nearby sizes share buffers.
+  size_t capacity = 4096;
+  while (capacity < bytes) capacity <<= 1;
+  void* p = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = free_.find(capacity);
+    if (it != free_.end()) {
+      p = it->second;
+      free_.erase(it);
+    }
+  }
+  if (!p) {
+    *status = DeviceStatus(device_, device_->host_alloc(capacity, &p),
+                           "pinned host memory of " + std::to_string(capacity) + " bytes");
+    if (!status->ok()) return nullptr;
+  }
+  return std::shared_ptr<void>(p, [this, capacity](void* q) {
+    std::lock_guard<std::mutex> lk(mu_);
+    free_.emplace(capacity, q);
+  });
+}
+
+DeviceStaging::DeviceStaging(const hvd_device_v1* device, int32_t device_id)
+    : device_(device), device_id_(device_id), pinned_(device) {}
+
+DeviceStaging::~DeviceStaging() {
+  if (stream_) device_->stream_synchronize(stream_);
+  in_flight_.clear();
+  if (copied_in_) device_->event_destroy(copied_in_);
+  if (stream_) device_->stream_destroy(stream_);
+}
+
+Status DeviceStaging::Check(int rc, const std::string& what) const {
+  return DeviceStatus(device_, rc, what + " on device " + std::to_string(device_id_));
+}
+
+Status DeviceStaging::Init() {
+  Status st = Check(device_->stream_create(device_id_, &stream_), "creating the engine's stream");
+  if (st.ok()) st = Check(device_->event_create(device_id_, &copied_in_), "creating an event");
+  return st;
+}
+
+Status DeviceStaging::StageIn(std::vector<std::unique_ptr<TensorEntry>>& entries) {
+  staged_.clear();
+  batch_pinned_.clear();
+  Status st;
+  for (auto& e : entries) {
+    if (!OnDevice(e.get())) continue;
+    staged_.push_back({e.get(), e->input, e->output});
+    if (e->input.ready_event) {
+      st = Check(device_->stream_wait_event(stream_, e->input.ready_event), "waiting for tensor '" + e->name + "'");
+      if (!st.ok()) return st;
+    }
+    const size_t bytes = Bytes(e->input);
+    std::shared_ptr<void> in = pinned_.Take(bytes, &st);
+    if (!in) return st;
+    batch_pinned_.push_back(in);
+    if (bytes) {
+      st = Check(device_->memcpy_async(in.get(), e->input.data, bytes, HVD_COPY_DEVICE_TO_HOST, stream_),
+                 "copying tensor '" + e->name + "' to the host");
+      if (!st.ok()) return st;
+    }
+    const bool in_place = e->output.data == e->input.data;
+    e->input.data = in.get();
+    e->input.device_kind = HVD_DEVICE_CPU;
+    if (in_place) {
+      e->output.data = in.get();
+    } else if (e->output.data) {
+      std::shared_ptr<void> out = pinned_.Take(Bytes(e->output), &st);
+      if (!out) return st;
+      batch_pinned_.push_back(out);
+      e->output.data = out.get();
+    }
+    if (e->output.data) e->output.device_kind = HVD_DEVICE_CPU;
+  }
+  if (staged_.empty()) return Status::Ok();
+  // The collective reads the host copies now: the one wait of the engine on its own stream.
+  st = Check(device_->event_record(copied_in_, stream_), "recording an event");
+  if (st.ok()) st = Check(device_->event_synchronize(copied_in_), "copying tensors to the host");
+  return st;
+}
+
+Status DeviceStaging::StageOut(std::vector<std::unique_ptr<TensorEntry>>& entries, bool ran) {
+  if (staged_.empty()) return Status::Ok();
+  Batch batch;
+  batch.completion = std::make_shared<DeviceCompletion>(device_, device_id_);
+  Status st = Check(device_->event_create(device_id_, &batch.completion->done), "creating an event");
+  for (auto& e : entries) {
+    // Staged entries' views are on the host now: they are known by the record kept of them.
+    auto it = std::find_if(staged_.begin(), staged_.end(), [&](const Staged& s) { return s.entry == e.get(); });
+    if (!st.ok() || !ran || it == staged_.end() || !e->handle) continue;
+    if (it->output.data) {  // the caller's output: the result goes back into it
+      const size_t bytes = Bytes(it->output);
+      if (bytes) {
+        st = Check(device_->memcpy_async(it->output.data, e->output.data, bytes, HVD_COPY_HOST_TO_DEVICE, stream_),
+                   "copying the result of tensor '" + e->name + "' to the device");
+      }
+    } else if (e->handle->output) {  // an engine-allocated result: device memory of the engine's
+      std::shared_ptr<Buffer> host = e->handle->output;
+      void* mem = nullptr;
+      st = Check(device_->device_alloc(device_id_, std::max<size_t>(host->bytes(), 1), &mem),
+                 "allocating " + std::to_string(host->bytes()) + " bytes for the result of tensor '" + e->name + "'");
+      if (!st.ok()) continue;
+      const hvd_device_v1* device = device_;
+      e->handle->output_device = std::shared_ptr<void>(mem, [device](void* p) { device->device_free(p); });
+      if (host->bytes()) {
+        st = Check(device_->memcpy_async(mem, host->data(), host->bytes(), HVD_COPY_HOST_TO_DEVICE, stream_),
+                   "copying the result of tensor '" + e->name + "' to the device");
+      }
+      batch.host_outputs.push_back(host);
+      e->handle->output = nullptr;
+    }
+  }
+  if (st.ok()) st = Check(device_->event_record(batch.completion->done, stream_), "recording an event");
+  // Every staged entry, completed now or handed back for later, is the caller's own again.
+  for (const Staged& s : staged_) {
+    s.entry->input = s.input;
+    s.entry->output = s.output;
+  }
+  for (const Staged& s : staged_) {
+    if (s.entry->handle) s.entry->handle->device = batch.completion;
+  }
+  batch.pinned = std::move(batch_pinned_);
+  batch_pinned_.clear();
+  staged_.clear();
+  in_flight_.push_back(std::move(batch));
+  return st;
+}
+
+void DeviceStaging::Reclaim() {
+  size_t kept = 0;
+  for (size_t i = 0; i < in_flight_.size(); ++i) {
+    int done = 0;
+    if (device_->event_query(in_flight_[i].completion->done, &done) == HVD_OK && !done) {
+      in_flight_[kept++] = std::move(in_flight_[i]);
+    }
+  }
+  in_flight_.resize(kept);
+}
+
+DeviceStaging* DeviceStagings::For(int32_t device_id, Status* status) {
+  std::unique_ptr<DeviceStaging>& s = by_device_[device_id];
+  if (!s) {
+    auto made = std::make_unique<DeviceStaging>(device_, device_id);
+    *status = made->Init();
+    if (!status->ok()) return nullptr;
+    s = std::move(made);
+  }
+  return s.get();
+}
+
+void DeviceStagings::Reclaim() {
+  for (auto& [id, s] : by_device_) s->Reclaim();
+}
+
+}  // namespace hvdcore

@@ -1,0 +1,94 @@
+// Device tensors through a backend that reads host memory only (Gloo, MPI without CUDA awareness):
+// the engine's stream waits for each tensor's ready event (never a device-wide sync), copies it into
+// pinned host memory, the collective runs there, and the results go back on the same stream. The
+// handles complete with an event recorded after those copies, which the caller's stream waits on.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/handle.h"
+#include "horovod/hvd_device.h"
+
+namespace hvdcore {
+
+// Pinned host memory, reused: a training step stages the same sizes again and again, and a page-
+// locked allocation costs far more than a copy.
+class PinnedPool {
+ public:
+  explicit PinnedPool(const hvd_device_v1* device) : device_(device) {}
+  ~PinnedPool();
+  // Null, with the device's error in *status, when none can be had.
+  std::shared_ptr<void> Take(size_t bytes, Status* status);
+
+ private:
+  const hvd_device_v1* device_;
+  std::mutex mu_;
+  std::multimap<size_t, void*> free_;  // by capacity
+};
+
+// Work of the engine's on one device: its stream, its pinned memory, and the staged batches whose
+// copies back may still be running.
+class DeviceStaging {
+ public:
+  DeviceStaging(const hvd_device_v1* device, int32_t device_id);
+  ~DeviceStaging();
+  DeviceStaging(const DeviceStaging&) = delete;
+  DeviceStaging& operator=(const DeviceStaging&) = delete;
+  Status Init();
+
+  // Before the collective: each device entry's input is copied to pinned memory (and its output,
+  // when the caller gave one, gets pinned memory too), and the entries' views point there.
+  Status StageIn(std::vector<std::unique_ptr<TensorEntry>>& entries);
+  // After it (`ran`: whether it succeeded): results go back to the caller's outputs or to device
+  // memory the engine allocates, every staged entry's views are its own again, and each handle gets
+  // the completion event. Entries the collective handed back for later are restored too.
+  Status StageOut(std::vector<std::unique_ptr<TensorEntry>>& entries, bool ran);
+  // Lets go of the memory of batches whose copies back have finished.
+  void Reclaim();
+
+  const hvd_device_v1* device() const { return device_; }
+
+ private:
+  struct Staged {
+    TensorEntry* entry;
+    TensorView input, output;  // the entry's own views
+  };
+  // What one batch keeps alive until its copies back have run.
+  struct Batch {
+    std::shared_ptr<DeviceCompletion> completion;
+    std::vector<std::shared_ptr<void>> pinned;
+    std::vector<std::shared_ptr<Buffer>> host_outputs;
+  };
+  Status Check(int rc, const std::string& what) const;
+
+  const hvd_device_v1* device_;
+  const int32_t device_id_;
+  hvd_stream_t stream_ = nullptr;
+  hvd_event_t copied_in_ = nullptr;
+  PinnedPool pinned_;
+  std::vector<Staged> staged_;  // the batch between StageIn and StageOut
+  std::vector<std::shared_ptr<void>> batch_pinned_;
+  std::vector<Batch> in_flight_;
+};
+
+// The engine's DeviceStaging of each device it has met, made on first use; engine thread only.
+class DeviceStagings {
+ public:
+  // The device tensors are on; set before the first device operation runs.
+  void set_device(const hvd_device_v1* device) { device_ = device; }
+  // Null, with the failure in *status, when the device's stream cannot be made.
+  DeviceStaging* For(int32_t device_id, Status* status);
+  void Reclaim();
+  // Destroys the streams and pinned memory (waiting for their work): before the device goes away.
+  void Clear() { by_device_.clear(); }
+
+ private:
+  const hvd_device_v1* device_ = nullptr;
+  std::map<int32_t, std::unique_ptr<DeviceStaging>> by_device_;
+};
+
+}  // namespace hvdcore
