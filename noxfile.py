@@ -95,6 +95,7 @@ def native_build_directory(label: str) -> dict[str, str]:
 # noxfile's loading).
 LANES = {
     "tests-hvd-backend-mpi": 1,  # 172, both MPIs
+    "tests-hvd-backend-nccl": 1,  # 31 (hvd-core in the wheelhouse already)
     "tests-hvd-core": 1,  # 64
     "tests-hvd-runner": 1,  # 481
     "tests-hvd-spark": 1,  # 928
