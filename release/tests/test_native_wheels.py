@@ -41,7 +41,7 @@ def shared_libraries(wheel: Path) -> dict[str, tuple[list[str], list[str]]]:
 
 
 def test_every_package_with_compiled_code_is_one_of_these() -> None:
-    assert NATIVE == ["hvd-backend-gloo", "hvd-backend-mpi", "hvd-core", "hvd-tensorflow"]
+    assert NATIVE == ["hvd-backend-gloo", "hvd-backend-mpi", "hvd-backend-nccl", "hvd-core", "hvd-tensorflow"]
 
 
 @pytest.mark.parametrize("name", NATIVE)
@@ -89,6 +89,15 @@ def test_the_mpi_backend_loads_the_users_mpi(wheels: dict[str, Path]) -> None:
         description = archive.read("horovod/backends/mpi/_native/mpi_library.txt").decode()
     # no directory of the build machine: the user's environment and system are searched
     assert description.splitlines() == ["soname=libmpi.so.12", "build_dir="], description
+
+
+def test_the_nccl_backend_links_neither_cuda_nor_nccl(wheels: dict[str, Path]) -> None:
+    """NCCL is loaded at run time (the user's wheel, or the copy a framework loaded): nothing of CUDA or
+    NCCL is bundled or linked, so the wheel runs with whichever CUDA the user's NCCL was built for."""
+    libraries = shared_libraries(wheels["hvd-backend-nccl"])
+    assert not [name for name in libraries if ".libs/" in name], "nothing is bundled"
+    needed, paths = libraries["horovod/backends/nccl/_native/libhvd_backend_nccl.so"]
+    assert not [n for n in needed if "nccl" in n or "cuda" in n] and paths == [], (needed, paths)
 
 
 def test_packages_without_compiled_code_are_pure(wheels: dict[str, Path], repo_packages: dict[str, Package]) -> None:
