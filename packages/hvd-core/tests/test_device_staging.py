@@ -1,4 +1,5 @@
-"""Device tensors through a host-memory backend, on the simulated device (HOROVOD_DEVICE=simulated).
+"""Device tensors through a host-memory backend, on the simulated device (HOROVOD_DEVICE=simulated),
+or on a real GPU with HVD_TEST_DEVICE=cuda (./dev gpu-check).
 
 Each rank (a thread; the in-memory backend) keeps its tensors in simulated device memory, which
 host code cannot read, and fills them on a stream of its own that is kept busy first: the engine
@@ -9,6 +10,8 @@ access not ordered by an event as a race, whatever the timing; every test checks
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -16,7 +19,9 @@ import horovod.common as hvd
 from horovod.common import _core, state
 from horovod.common.testing import run_cluster
 
-DEVICE_ENV = {"HOROVOD_DEVICE": "simulated", "HOROVOD_SIMULATED_DEVICE_DELAY_US": "200"}
+DEVICE_KIND = os.environ.get("HVD_TEST_DEVICE", "simulated")
+DEVICE_ENV = {"HOROVOD_DEVICE": DEVICE_KIND, "HOROVOD_SIMULATED_DEVICE_DELAY_US": "200"}
+simulated_only = pytest.mark.skipif(DEVICE_KIND != "simulated", reason="the simulated device's race report")
 
 DTYPES = {
     "uint8": (np.uint8, _core.DTYPE_UINT8),
@@ -32,6 +37,9 @@ DTYPES = {
 
 @pytest.fixture(autouse=True)
 def no_races():
+    if DEVICE_KIND != "simulated":
+        yield
+        return
     _core.simulated_device_clear_races()
     yield
     races = _core.simulated_device_state()["races"]
@@ -43,7 +51,7 @@ class DeviceTensors:
     """A rank's view of the simulated device: its own stream, and arrays put in device memory."""
 
     def __init__(self, device_id: int = 0) -> None:
-        self.device = _core.Device("simulated")
+        self.device = _core.Device(DEVICE_KIND)
         self.device_id = device_id
         self.stream = self.device.create_stream(device_id)
         self.allocations: list[int] = []
@@ -202,6 +210,7 @@ def test_broadcast_alltoall_and_reducescatter_on_the_device() -> None:
     assert run_cluster(case, 2, env=DEVICE_ENV) == [True, True]
 
 
+@simulated_only
 def test_a_cpu_only_engine_names_the_missing_device() -> None:
     def case() -> str:
         hvd.init()
@@ -225,6 +234,7 @@ def test_a_cpu_only_engine_names_the_missing_device() -> None:
         assert "tensor 'on.gpu'" in message and "CUDA device" in message, message
 
 
+@simulated_only
 def test_reading_a_result_without_the_handles_stream_wait_is_caught() -> None:
     """The handle's wait() orders the caller's stream after the engine's copies back; a caller that
     only polls for completion and reads at once races them. The simulated device finds it every
