@@ -642,7 +642,12 @@ SANITIZER_PRELOADS = {"thread": ["libtsan.so"], "address": ["libasan.so", "libst
 # threads, through the C ABI; the engine on both with ranks as threads; and batches through engine
 # and shared memory with ranks as processes (horovod.run: they inherit the preload and the options).
 SANITIZER_TESTS = {
-    "hvd-core": ["tests/test_engine.py", "tests/test_conformance_inmemory.py", "tests/test_framework_entry.py"],
+    "hvd-core": [
+        "tests/test_engine.py",
+        "tests/test_conformance_inmemory.py",
+        "tests/test_framework_entry.py",
+        "tests/test_device_staging.py",
+    ],
     "hvd-backend-gloo": [
         "tests/test_shared_memory.py",
         "tests/test_abi.py",
