@@ -4,27 +4,15 @@
 #include <cstring>
 
 #include "horovod/hvd_reduce.hpp"
+#include "negotiation/record_layout.h"
 
 namespace hvdcore {
 namespace {
-
-// Layout of a member's step-1 record.
-constexpr size_t kFlagsAt = 0;        // uint8 flags
-constexpr size_t kRequestLenAt = 4;   // uint32: bytes of new requests for the coordinator
-constexpr size_t kEagerSlotAt = 8;    // int32: the cache slot of this member's eager messages, or -1 (eager.h)
-constexpr size_t kUsedAt = 12;        // uint32: bytes in use from the start (GatherRecords); zeros after them
-constexpr size_t kBitmapsAt = 16;     // "have", "inline" and "gathered data" bits, one per cache slot
-// kOnlyHits: all of the member's work is the cache hits in its bitmap (nothing queued, pending in
-// another set or with the coordinator), so it is done once they have run.
-constexpr uint8_t kShutdown = 1, kNeedCoordinator = 2, kJoined = 4, kBusy = 8, kFailed = 16, kOnlyHits = 32;
 
 bool IsCacheableType(OpType t) {
   return t == OpType::kAllreduce || t == OpType::kAllgather || t == OpType::kBroadcast || t == OpType::kAlltoall ||
          t == OpType::kReducescatter || t == OpType::kBarrier;
 }
-
-inline bool GetBit(const uint8_t* bits, int32_t i) { return (bits[i >> 3] >> (i & 7)) & 1; }
-inline void SetBit(uint8_t* bits, int32_t i) { bits[i >> 3] |= (uint8_t)(1u << (i & 7)); }
 
 size_t ResponseBytes(const Response& r) {
   int64_t n = 1;
@@ -32,10 +20,6 @@ size_t ResponseBytes(const Response& r) {
   return (size_t)n * hvd::dtype_size(r.dtype);
 }
 
-// Inline data is reduced where it lies in the gathered records, so every part starts on a multiple
-// of the widest element (8 bytes): records, their inline area and each part are padded to it.
-constexpr size_t kInlineAlign = 8;
-inline size_t AlignUp(size_t bytes) { return (bytes + kInlineAlign - 1) & ~(kInlineAlign - 1); }
 // What a member's inline bit for a cached response stands for in its record: an allreduce's data,
 // a broadcast's data (only its root sets the bit), or a member's new sizes for an allgather or
 // alltoall (response_cache.h).
@@ -85,23 +69,20 @@ std::vector<EagerChannel::Part> EagerParts(const Response& r, const TensorEntry&
   return parts;
 }
 
-// Where a record's inline area starts, after its flags, lengths and bitmaps for `slots` cache slots.
-size_t InlineAt(int32_t slots) { return AlignUp(kBitmapsAt + 3 * (((size_t)slots + 7) / 8)); }
-
 // Whether some member still has work once the slots in `ran` have run: a member that was busy is
 // done only if all its work was cache hits (kOnlyHits) and each of them ran. Right after an op
 // completes, every member is then seen idle and cycles at the idle pace; cycling quickly instead
 // (while a caller was still counted as blocked on that op) started idle cycles that the next op,
 // submitted moments later, found under way on one member and not on another, so that it took a
 // second cycle (benchmarks/results/run-22-no-quick-cycle-after-an-op.md).
-bool StillBusy(const std::vector<uint8_t>& records, size_t record_size, int32_t n, int32_t slots,
+bool StillBusy(const std::vector<uint8_t>& records, const RecordLayout& layout, int32_t n, int32_t slots,
                const std::vector<bool>& ran) {
   for (int32_t m = 0; m < n; ++m) {
-    const uint8_t* rec = &records[(size_t)m * record_size];
-    if (!(rec[kFlagsAt] & kBusy)) continue;
-    if (!(rec[kFlagsAt] & kOnlyHits)) return true;
+    const uint8_t* rec = &records[(size_t)m * layout.size];
+    if (!(rec[RecordLayout::kFlagsAt] & kBusy)) continue;
+    if (!(rec[RecordLayout::kFlagsAt] & kOnlyHits)) return true;
     for (int32_t s = 0; s < slots; ++s)
-      if (GetBit(rec + kBitmapsAt, s) && !ran[s]) return true;
+      if (layout.Bit(rec, SlotBits::kHave, s) && !ran[s]) return true;
   }
   return false;
 }
@@ -116,7 +97,7 @@ size_t Controller::MostInline(int32_t n) const {
 
 size_t Controller::MostRecordBytes(const ProcessSet& ps) const {
   const size_t inline_space = std::max((size_t)inline_bytes_, MostInline(ps.size()));
-  return InlineAt(ps.cache.capacity()) + AlignUp(inline_space);
+  return RecordLayout::InlineAt(ps.cache.capacity()) + AlignUp(inline_space);
 }
 
 // Step 1's exchange: every member's record, in member order. Over the records channel where it is
@@ -131,18 +112,16 @@ Status Controller::GatherRecords(ProcessSet& ps, const std::vector<uint8_t>& rec
   if (ps.records.capacity() < size) {
     return ps.comm->Allgatherv(record.data(), all->data(), std::vector<size_t>(n, size), HVD_DTYPE_UINT8);
   }
-  uint32_t used = 0;
-  std::memcpy(&used, &record[kUsedAt], 4);
+  const uint32_t used = RecordLayout::Read<uint32_t>(record.data(), RecordLayout::kUsedAt);
   Status st = ps.records.Send(0, std::vector<EagerChannel::Part>(n, {record.data(), used}));
   if (!st.ok()) return st;
   std::memcpy(all->data() + (size_t)ps.my_rank * size, record.data(), size);
-  const size_t least = InlineAt(ps.cache.num_slots());  // the header and the bitmaps
+  const size_t least = RecordLayout::InlineAt(ps.cache.num_slots());  // the header and the bitmaps
   for (int32_t m = 0; m < n && st.ok(); ++m) {
     if (m == ps.my_rank) continue;
     uint8_t* dst = all->data() + (size_t)m * size;
     st = ps.records.Take(m, [&](const uint8_t* message) {
-      uint32_t sent = 0;
-      std::memcpy(&sent, message + kUsedAt, 4);
+      const uint32_t sent = RecordLayout::Read<uint32_t>(message, RecordLayout::kUsedAt);
       if (sent < least || sent > size) {
         return Status::Aborted("the negotiation record of rank " + std::to_string(ps.ranks[m]) + " says it holds " +
                                std::to_string(sent) + " bytes; this cycle's records hold " + std::to_string(least) +
@@ -176,23 +155,79 @@ Request Controller::MakeRequest(const ProcessSet& ps, const TensorEntry& e, bool
   return r;
 }
 
+// One cycle, in phases: sort this member's pending work, write its record, exchange the records,
+// read every member's flags and eager messages, decide the cache slots that are ready, ask the
+// coordinator where someone needs it, and settle eager messages whose slot changed.
 Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool work_elsewhere, CycleResult* out,
                             NegotiationStats* stats) {
-  const int32_t n = ps.size();
   const int64_t now = NowMicros();
   ++stats->cycles;
   // This cycle's inline space, and the most it may grow to.
-  const size_t most_inline = MostInline(n);
+  const size_t most_inline = MostInline(ps.size());
   const size_t inline_space = ps.inline_space.Bytes((size_t)inline_bytes_);
 
-  // Sort what is pending into cache hits and requests for the coordinator. An allgather or alltoall
-  // hit whose sizes for this member changed carries its new sizes in the record's inline area
-  // (`sizes_bytes` of it, taken before any allreduce data), or, when they do not fit, is negotiated
-  // again like a changed tensor (response_cache.h says why a cached response is never stale).
-  std::vector<Request> requests;
-  std::vector<std::pair<int32_t, TensorEntry*>> hits;
-  std::vector<bool> new_sizes;  // by slot: this member sends its sizes with its bit
-  size_t sizes_bytes = 0;
+  PendingWork work = SortPending(ps, now, inline_space);
+  // The coordinator checks for stalls locally; a shutdown decision needs step 2 to travel.
+  std::string stall_error;
+  if (ps.my_rank == 0 && !ps.coordinator.empty() && ps.stall.Due(now)) {
+    stall_error = ps.stall.Report(ps.coordinator.Stalled(now, ps.stall.check_us()), ps.id, ps.ranks, log_);
+  }
+
+  // Step 1: every member's record. Its size depends only on state every member shares.
+  const RecordLayout layout(ps.cache.num_slots(), inline_space);
+  std::vector<uint8_t> record(layout.size, 0);
+  Status st =
+      WriteRecord(ps, stop, work_elsewhere, work, !stall_error.empty(), layout, inline_space, record.data(), stats);
+  if (!st.ok()) return st;
+  out->records.resize(layout.size * (size_t)ps.size());
+  st = GatherRecords(ps, record, &out->records);
+  if (!st.ok()) return st;
+  if (ps.records.capacity() >= layout.size) {
+    ++stats->eager_record_cycles;
+    stats->record_bytes_sent +=
+        (uint64_t)RecordLayout::Read<uint32_t>(record.data(), RecordLayout::kUsedAt) * (uint64_t)(ps.size() - 1);
+  }
+
+  const MemberFlags flags = ReadFlags(ps, layout, out);
+  if (out->shutdown) {
+    // Every entry fails next, so this member's eager messages must have left their tensors. A
+    // failure here is the transport's, and the stop goes ahead regardless.
+    if (ps.eager.sent_slot() >= 0) (void)ps.eager.Settle();
+    return Status::Ok();
+  }
+  EagerClaims eager;
+  st = ReadEagerClaims(ps, layout, out->records, &eager);
+  if (!st.ok()) return st;
+  std::vector<bool> ran;  // the slots whose op runs (or completes inline) this cycle
+  size_t inline_wanted = 0;
+  out->responses.reserve(work.hits.size());
+  st = DecideCacheSlots(ps, layout, flags.joined, most_inline, &eager, out, stats, &ran, &inline_wanted);
+  if (!st.ok()) return st;
+  out->anyone_busy = StillBusy(out->records, layout, ps.size(), ps.cache.num_slots(), ran);
+  if (out->anyone_busy) ++stats->busy_cycles;
+  ps.inline_space.Observe(inline_wanted, most_inline);
+  if (ps.id == 0) stats->inline_space = ps.inline_space.Bytes((size_t)inline_bytes_);
+
+  if (flags.need_coordinator) {
+    ++stats->coordinator_rounds;
+    std::vector<size_t> counts(ps.size());
+    for (int32_t m = 0; m < ps.size(); ++m) {
+      counts[m] = RecordLayout::Read<uint32_t>(&out->records[(size_t)m * layout.size], RecordLayout::kRequestLenAt);
+    }
+    st = Coordinate(ps, work.encoded, counts, stall_error, now, out);
+    if (!st.ok()) return st;
+    if (out->shutdown && ps.eager.sent_slot() >= 0) (void)ps.eager.Settle();  // as above: entries fail next
+  }
+  return SettleOrphanedEager(ps, eager.slot_of, eager.generation, stats);
+}
+
+// Sorts what is pending into cache hits and requests for the coordinator. An allgather or alltoall
+// hit whose sizes for this member changed carries its new sizes in the record's inline area
+// (`sizes_bytes` of it, taken before any allreduce data), or, when they do not fit, is negotiated
+// again like a changed tensor (response_cache.h says why a cached response is never stale).
+Controller::PendingWork Controller::SortPending(ProcessSet& ps, int64_t now, size_t inline_space) const {
+  const int32_t n = ps.size();
+  PendingWork work;
   for (const std::string& name : ps.arrival) {
     TensorEntry& e = *ps.pending.at(name);
     if (e.sent_to_coordinator) continue;
@@ -206,72 +241,67 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool work_elsewhere, 
       bool fits = true;
       if (found == ResponseCache::Lookup::kHit && !stalled && !SizesMatch(e, ps.cache.Get(slot), n, ps.my_rank)) {
         const size_t span = SizesSpan(e.type, n);
-        fits = sizes_bytes + span <= inline_space;
+        fits = work.sizes_bytes + span <= inline_space;
         if (fits) {
-          sizes_bytes += span;
-          if (new_sizes.size() <= (size_t)slot) new_sizes.resize((size_t)slot + 1, false);
-          new_sizes[slot] = true;
+          work.sizes_bytes += span;
+          if (work.new_sizes.size() <= (size_t)slot) work.new_sizes.resize((size_t)slot + 1, false);
+          work.new_sizes[slot] = true;
         }
       }
       if (found == ResponseCache::Lookup::kHit && !stalled && fits) {
-        hits.emplace_back(slot, &e);
+        work.hits.emplace_back(slot, &e);
         continue;
       }
       invalidate = found != ResponseCache::Lookup::kMiss;
     }
-    requests.push_back(MakeRequest(ps, e, invalidate));
+    work.requests.push_back(MakeRequest(ps, e, invalidate));
     e.sent_to_coordinator = true;
   }
-  std::vector<uint8_t> encoded;
-  if (!requests.empty()) EncodeRequests(requests, &encoded);
+  if (!work.requests.empty()) EncodeRequests(work.requests, &work.encoded);
+  std::sort(work.hits.begin(), work.hits.end());
+  return work;
+}
 
-  // The coordinator checks for stalls locally; a shutdown decision needs step 2 to travel.
-  std::string stall_error;
-  if (ps.my_rank == 0 && !ps.coordinator.empty() && ps.stall.Due(now)) {
-    stall_error = ps.stall.Report(ps.coordinator.Stalled(now, ps.stall.check_us()), ps.id, ps.ranks, log_);
-  }
-
-  // Step 1: this member's record. Its size depends only on state every member shares.
-  const int32_t slots = ps.cache.num_slots();
-  const size_t bitmap = ((size_t)slots + 7) / 8;
-  const size_t inline_at = InlineAt(slots);
-  const size_t record_size = inline_at + AlignUp(inline_space);
-  std::vector<uint8_t> record(record_size, 0);
-  record[kFlagsAt] =
+// This member's record: its flags, its requests' length, a bit for each cache hit, and inline the
+// sizes and data that fit (packed in slot order); hits whose data does not go inline may go ahead
+// as eager messages (eager.h), which the record then names.
+Status Controller::WriteRecord(ProcessSet& ps, StopWish stop, bool work_elsewhere, const PendingWork& work,
+                               bool stalled, const RecordLayout& layout, size_t inline_space, uint8_t* record,
+                               NegotiationStats* stats) const {
+  const int32_t n = ps.size();
+  const bool asks_coordinator = !work.requests.empty() || stalled;
+  record[RecordLayout::kFlagsAt] =
       (uint8_t)((stop != StopWish::kNone ? kShutdown : 0) | (stop == StopWish::kStopFailed ? kFailed : 0) |
-                (!requests.empty() || !stall_error.empty() ? kNeedCoordinator : 0) | (ps.joined ? kJoined : 0) |
+                (asks_coordinator ? kNeedCoordinator : 0) | (ps.joined ? kJoined : 0) |
                 (work_elsewhere || !ps.pending.empty() ? kBusy : 0) |
-                (!work_elsewhere && requests.empty() && stall_error.empty() && hits.size() == ps.pending.size()
-                     ? kOnlyHits
-                     : 0));
-  uint32_t request_len = (uint32_t)encoded.size();
-  std::memcpy(&record[kRequestLenAt], &request_len, 4);
-  std::sort(hits.begin(), hits.end());
+                (!work_elsewhere && !asks_coordinator && work.hits.size() == ps.pending.size() ? kOnlyHits : 0));
+  RecordLayout::Write<uint32_t>(record, RecordLayout::kRequestLenAt, (uint32_t)work.encoded.size());
+  uint8_t* inline_area = record + layout.inline_at;
   size_t inline_used = 0, data_used = 0;  // inline_used: data and sizes, packed in slot order
-  const size_t data_budget = inline_space - sizes_bytes;
+  const size_t data_budget = inline_space - work.sizes_bytes;
   // A member that joined only answers for tensors it lacks: it sends nothing ahead.
   const bool may_send_eagerly = ps.eager.capacity() > 0 && !ps.joined;
-  for (auto& hit : hits) {
-    SetBit(&record[kBitmapsAt], hit.first);
-    const Response& r = ps.cache.Get(hit.first);
-    const TensorEntry& e = *hit.second;
+  for (const auto& [slot, entry] : work.hits) {
+    layout.SetBit(record, SlotBits::kHave, slot);
+    const Response& r = ps.cache.Get(slot);
+    const TensorEntry& e = *entry;
     const std::vector<int64_t> mine = MemberSizes(e, n);  // empty but for allgathers and alltoalls
     // Data already sent eagerly never travels again inline, which the space may have grown to.
-    const bool sent_eagerly = ps.eager.sent_slot() == hit.first;
+    const bool sent_eagerly = ps.eager.sent_slot() == slot;
     // Device data is staged when the op executes (execution/device_staging.h), never read here.
     const bool host_data = e.input.device_kind == HVD_DEVICE_CPU;
     bool inlined = false;
-    if ((size_t)hit.first < new_sizes.size() && new_sizes[hit.first]) {
-      std::memcpy(&record[inline_at + inline_used], mine.data(), mine.size() * sizeof(int64_t));
-      SetBit(&record[kBitmapsAt + bitmap], hit.first);
+    if ((size_t)slot < work.new_sizes.size() && work.new_sizes[slot]) {
+      std::memcpy(inline_area + inline_used, mine.data(), mine.size() * sizeof(int64_t));
+      layout.SetBit(record, SlotBits::kInline, slot);
       inline_used += SizesSpan(r.type, n);
     }
     if (host_data && GathersData(r.type)) {
       const size_t bytes = MemberInputBytes(r, mine.data(), n);
       const size_t held = e.input.data ? (size_t)e.input.num_elements() * hvd::dtype_size(r.dtype) : 0;
       if (!sent_eagerly && bytes == held && data_used + AlignUp(bytes) <= data_budget) {
-        if (bytes) std::memcpy(&record[inline_at + inline_used], e.input.data, bytes);
-        SetBit(&record[kBitmapsAt + 2 * bitmap], hit.first);
+        if (bytes) std::memcpy(inline_area + inline_used, e.input.data, bytes);
+        layout.SetBit(record, SlotBits::kGathered, slot);
         inline_used += AlignUp(bytes);
         data_used += AlignUp(bytes);
         inlined = true;
@@ -281,11 +311,11 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool work_elsewhere, 
     // A broadcast's data comes from its root alone: the others have nothing to send.
     bool sends_data = CarriesData(r.type) && (r.type != OpType::kBroadcast || r.root == ps.my_rank);
     if (host_data && !GathersData(r.type) && sends_data && !sent_eagerly && data_used + AlignUp(bytes) <= data_budget) {
-      uint8_t* dst = &record[inline_at + inline_used];
+      uint8_t* dst = inline_area + inline_used;
       if (bytes) std::memcpy(dst, e.input.data, bytes);
       if (r.type == OpType::kAllreduce && r.prescale != 1.0)
         hvd::scale(r.dtype, dst, bytes / hvd::dtype_size(r.dtype), r.prescale);
-      SetBit(&record[kBitmapsAt + bitmap], hit.first);
+      layout.SetBit(record, SlotBits::kInline, slot);
       inline_used += AlignUp(bytes);
       data_used += AlignUp(bytes);
       inlined = true;
@@ -293,85 +323,88 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool work_elsewhere, 
     if (host_data && !inlined && may_send_eagerly && ps.eager.sent_slot() < 0) {
       std::vector<EagerChannel::Part> parts = EagerParts(r, e, mine, n, ps.my_rank, ps.eager.capacity());
       if (!parts.empty()) {
-        Status sent = ps.eager.Send(hit.first, parts);
+        Status sent = ps.eager.Send(slot, parts);
         if (!sent.ok()) return sent;
         ++stats->eager_sends;
       }
     }
   }
-  const int32_t eager_slot = ps.eager.sent_slot();
-  std::memcpy(&record[kEagerSlotAt], &eager_slot, 4);
-  const uint32_t used = (uint32_t)(inline_at + inline_used);
-  std::memcpy(&record[kUsedAt], &used, 4);
-  out->records.resize(record_size * (size_t)n);
-  Status st = GatherRecords(ps, record, &out->records);
-  if (!st.ok()) return st;
-  if (ps.records.capacity() >= record_size) {
-    ++stats->eager_record_cycles;
-    stats->record_bytes_sent += (uint64_t)used * (uint64_t)(n - 1);
-  }
+  RecordLayout::Write<int32_t>(record, RecordLayout::kEagerSlotAt, ps.eager.sent_slot());
+  RecordLayout::Write<uint32_t>(record, RecordLayout::kUsedAt, (uint32_t)(layout.inline_at + inline_used));
+  return Status::Ok();
+}
 
-  auto rec = [&](int32_t r) { return &out->records[(size_t)r * record_size]; };
-  bool need_coordinator = false;
-  std::vector<bool> joined(n);
-  for (int32_t r = 0; r < n; ++r) {
-    uint8_t flags = rec(r)[kFlagsAt];
-    if (flags & kShutdown) {
+// What the gathered records' flags say: who stops (into `out`), who is busy, who joined, and
+// whether anyone needs the coordinator.
+Controller::MemberFlags Controller::ReadFlags(const ProcessSet& ps, const RecordLayout& layout, CycleResult* out) {
+  MemberFlags flags;
+  flags.joined.resize(ps.size());
+  for (int32_t m = 0; m < ps.size(); ++m) {
+    const uint8_t f = out->records[(size_t)m * layout.size + RecordLayout::kFlagsAt];
+    if (f & kShutdown) {
       out->shutdown = true;
-      out->shutdown_by.push_back(ps.ranks[r]);
-      if (flags & kFailed) out->failed_by.push_back(ps.ranks[r]);
+      out->shutdown_by.push_back(ps.ranks[m]);
+      if (f & kFailed) out->failed_by.push_back(ps.ranks[m]);
     }
-    need_coordinator = need_coordinator || (flags & kNeedCoordinator);
-    out->anyone_busy = out->anyone_busy || (flags & kBusy);
-    joined[r] = flags & kJoined;
+    flags.need_coordinator = flags.need_coordinator || (f & kNeedCoordinator);
+    out->anyone_busy = out->anyone_busy || (f & kBusy);
+    flags.joined[m] = f & kJoined;
   }
-  if (out->shutdown) {
-    // Every entry fails next, so this member's eager messages must have left their tensors. A
-    // failure here is the transport's, and the stop goes ahead regardless.
-    if (ps.eager.sent_slot() >= 0) (void)ps.eager.Settle();
-    return Status::Ok();
-  }
-  // Whose eager messages are outstanding, for which slot, and that slot's generation now: a slot
-  // that changes before it runs (erased or replaced, below or by the coordinator) takes its
-  // messages with it (SettleOrphanedEager).
-  std::vector<int32_t> eager_of(n, -1);
-  std::vector<uint64_t> eager_generation(n, 0);
-  for (int32_t m = 0; m < n; ++m) {
-    std::memcpy(&eager_of[m], rec(m) + kEagerSlotAt, 4);
-    if (eager_of[m] < -1 || eager_of[m] >= slots) {
-      return Status::Aborted("the negotiation record of rank " + std::to_string(ps.ranks[m]) +
-                             " names eager data for cache slot " + std::to_string(eager_of[m]) +
-                             ", which does not exist");
-    }
-    if (eager_of[m] >= 0) eager_generation[m] = ps.cache.Generation(eager_of[m]);
-  }
+  return flags;
+}
 
-  // Ready: someone has it and every member has it or has joined. Inline: every member that has
-  // it sent its data (a broadcast: its root sent it); each member's inline data is packed in slot
-  // order. For an allgather or alltoall, a member's inline bit means that it sent its new sizes,
-  // and its data bit (the third bitmap) that its data follows them.
+// Whose eager messages are outstanding, for which slot, and that slot's generation now: a slot
+// that changes before it runs (erased or replaced, below or by the coordinator) takes its
+// messages with it (SettleOrphanedEager).
+Status Controller::ReadEagerClaims(ProcessSet& ps, const RecordLayout& layout, const std::vector<uint8_t>& records,
+                                   EagerClaims* eager) {
+  const int32_t n = ps.size(), slots = ps.cache.num_slots();
+  eager->slot_of.assign(n, -1);
+  eager->generation.assign(n, 0);
+  for (int32_t m = 0; m < n; ++m) {
+    const int32_t slot = RecordLayout::Read<int32_t>(&records[(size_t)m * layout.size], RecordLayout::kEagerSlotAt);
+    if (slot < -1 || slot >= slots) {
+      return Status::Aborted("the negotiation record of rank " + std::to_string(ps.ranks[m]) +
+                             " names eager data for cache slot " + std::to_string(slot) + ", which does not exist");
+    }
+    eager->slot_of[m] = slot;
+    if (slot >= 0) eager->generation[m] = ps.cache.Generation(slot);
+  }
+  return Status::Ok();
+}
+
+// Ready: someone has it and every member has it or has joined. Inline: every member that has
+// it sent its data (a broadcast: its root sent it); each member's inline data is packed in slot
+// order. For an allgather or alltoall, a member's inline bit means that it sent its new sizes,
+// and its data bit (the third bitmap) that its data follows them. Ready slots become responses to
+// execute, or completions from the records' inline data; `inline_wanted` is what they would take
+// of the inline space (inline_space.h).
+Status Controller::DecideCacheSlots(ProcessSet& ps, const RecordLayout& layout, const std::vector<bool>& joined,
+                                    size_t most_inline, EagerClaims* eager, CycleResult* out, NegotiationStats* stats,
+                                    std::vector<bool>* ran, size_t* inline_wanted) {
+  const int32_t n = ps.size(), slots = ps.cache.num_slots();
+  auto rec = [&](int32_t m) { return &out->records[(size_t)m * layout.size]; };
   std::vector<size_t> inline_offset(n, 0);
   std::vector<int64_t> sent;  // a member's sizes read from its record (reused across members)
-  size_t inline_wanted = 0;  // what this cycle's ready data would take inline (inline_space.h)
-  out->responses.reserve(hits.size());
-  std::vector<bool> ran(slots, false);  // the slots whose op runs (or completes inline) this cycle
+  ran->assign(slots, false);
   for (int32_t s = 0; s < slots; ++s) {
     const Response& r = ps.cache.Get(s);
     const bool gathers = GathersData(r.type);
     bool someone = false, everyone = true, all_inline = true, all_gathered = gathers;
     for (int32_t m = 0; m < n; ++m) {
-      bool has = GetBit(rec(m) + kBitmapsAt, s);
+      bool has = layout.Bit(rec(m), SlotBits::kHave, s);
       someone = someone || has;
       everyone = everyone && (has || joined[m]);
       // A joined rank that still holds the tensor contributes real data: it must have sent it.
-      all_inline = all_inline && ((joined[m] && !has) || GetBit(rec(m) + kBitmapsAt + bitmap, s));
-      all_gathered = all_gathered && ((joined[m] && !has) || GetBit(rec(m) + kBitmapsAt + 2 * bitmap, s));
+      all_inline = all_inline && ((joined[m] && !has) || layout.Bit(rec(m), SlotBits::kInline, s));
+      all_gathered = all_gathered && ((joined[m] && !has) || layout.Bit(rec(m), SlotBits::kGathered, s));
     }
-    if (someone && everyone && r.type == OpType::kBroadcast && joined[r.root] && !GetBit(rec(r.root) + kBitmapsAt, s)) {
+    if (someone && everyone && r.type == OpType::kBroadcast && joined[r.root] &&
+        !layout.Bit(rec(r.root), SlotBits::kHave, s)) {
       // The root has joined: the coordinator must report it. Every rank drops the entry (the
       // decision uses only gathered records), so the holders renegotiate it next cycle.
       for (int32_t m = 0; m < n; ++m)
-        if (GetBit(rec(m) + kBitmapsAt + bitmap, s)) inline_offset[m] += InlineSpan(r, n);
+        if (layout.Bit(rec(m), SlotBits::kInline, s)) inline_offset[m] += InlineSpan(r, n);
       ps.cache.Erase(s);
       continue;
     }
@@ -380,15 +413,15 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool work_elsewhere, 
     const bool inline_reduction = someone && everyone && all_inline && r.type == OpType::kAllreduce;
     // Past the joined-root check above, a ready broadcast's root holds the tensor.
     const bool inline_broadcast =
-        someone && everyone && r.type == OpType::kBroadcast && GetBit(rec(r.root) + kBitmapsAt + bitmap, s);
+        someone && everyone && r.type == OpType::kBroadcast && layout.Bit(rec(r.root), SlotBits::kInline, s);
     const bool inline_gather = someone && everyone && all_gathered;
     if (inline_reduction || inline_broadcast || inline_gather) completion.parts.resize(n, nullptr);
     std::vector<std::pair<int32_t, const uint8_t*>> sent_sizes;  // members' new sizes, where they lie
     for (int32_t m = 0; m < n; ++m) {
-      const bool sized = GetBit(rec(m) + kBitmapsAt + bitmap, s),
-                 gathered = GetBit(rec(m) + kBitmapsAt + 2 * bitmap, s);
+      const bool sized = layout.Bit(rec(m), SlotBits::kInline, s),
+                 gathered = layout.Bit(rec(m), SlotBits::kGathered, s);
       if (!sized && !gathered) continue;
-      const uint8_t* at = rec(m) + inline_at + inline_offset[m];
+      const uint8_t* at = rec(m) + layout.inline_at + inline_offset[m];
       if (sized) {
         if (per > 0) sent_sizes.emplace_back(m, at);
         if (!completion.parts.empty() && !gathers) completion.parts[m] = at;
@@ -401,16 +434,16 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool work_elsewhere, 
           std::memcpy(sent.data(), at, sent.size() * sizeof(int64_t));
           sizes = sent.data();
         }
-        if (!completion.parts.empty()) completion.parts[m] = rec(m) + inline_at + inline_offset[m];
+        if (!completion.parts.empty()) completion.parts[m] = rec(m) + layout.inline_at + inline_offset[m];
         inline_offset[m] += AlignUp(MemberInputBytes(r, sizes, n));
       }
-      if (inline_offset[m] > record_size - inline_at) {  // lengths from a record must stay inside it
+      if (inline_offset[m] > layout.size - layout.inline_at) {  // lengths from a record must stay inside it
         return Status::Aborted("the negotiation record of rank " + std::to_string(ps.ranks[m]) +
                                " holds less inline data than its sizes for tensor '" + r.names[0] + "' say");
       }
     }
     if (!someone || !everyone) continue;
-    ran[s] = true;
+    (*ran)[s] = true;
     ps.cache.Touch(s);
     ++stats->cache_hits;
     Response now = r;
@@ -425,12 +458,12 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool work_elsewhere, 
       }
       now = ps.cache.Get(s);
       for (int32_t m = 0; m < n; ++m) {
-        if (joined[m] && !GetBit(rec(m) + kBitmapsAt, s))
+        if (joined[m] && !layout.Bit(rec(m), SlotBits::kHave, s))
           std::fill_n(now.tensor_sizes.begin() + (size_t)per * m, per, 0);
       }
     }
     for (int32_t m = 0; m < n; ++m) {
-      if (eager_of[m] != s) continue;
+      if (eager->slot_of[m] != s) continue;
       // Only a broadcast's root and an alltoall's members send ahead, and never inline as well.
       const bool may = r.type == OpType::kAlltoall || (r.type == OpType::kBroadcast && m == r.root);
       if (!may || !completion.parts.empty()) {
@@ -439,7 +472,7 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool work_elsewhere, 
                                "', which that rank does not send ahead");
       }
       now.eager_from.push_back(m);  // the executor takes these messages
-      eager_of[m] = -1;
+      eager->slot_of[m] = -1;
     }
     // What this op would take of a member's inline space: its data (an allgather's or alltoall's:
     // the largest member's, after its sizes).
@@ -447,7 +480,7 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool work_elsewhere, 
     for (int32_t m = 0; gathers && m < n; ++m)
       wanted = std::max(wanted,
                         SizesSpan(r.type, n) + AlignUp(MemberInputBytes(now, &now.tensor_sizes[(size_t)per * m], n)));
-    if (wanted <= most_inline) inline_wanted += wanted;
+    if (wanted <= most_inline) *inline_wanted += wanted;
     if (completion.parts.empty()) {
       out->responses.push_back(std::move(now));
       continue;
@@ -459,23 +492,7 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool work_elsewhere, 
        : r.type == OpType::kAllgather ? stats->inline_allgathers
                                       : stats->inline_alltoalls);
   }
-  out->anyone_busy = StillBusy(out->records, record_size, n, slots, ran);
-  if (out->anyone_busy) ++stats->busy_cycles;
-  ps.inline_space.Observe(inline_wanted, most_inline);
-  if (ps.id == 0) stats->inline_space = ps.inline_space.Bytes((size_t)inline_bytes_);
-  if (need_coordinator) {
-    ++stats->coordinator_rounds;
-    std::vector<size_t> counts(n);
-    for (int32_t r = 0; r < n; ++r) {
-      uint32_t len;
-      std::memcpy(&len, rec(r) + kRequestLenAt, 4);
-      counts[r] = len;
-    }
-    Status st = Coordinate(ps, encoded, counts, stall_error, now, out);
-    if (!st.ok()) return st;
-    if (out->shutdown && ps.eager.sent_slot() >= 0) (void)ps.eager.Settle();  // as above: entries fail next
-  }
-  return SettleOrphanedEager(ps, eager_of, eager_generation, stats);
+  return Status::Ok();
 }
 
 // Eager messages whose op did not run this cycle stay where they are, unless their cache slot

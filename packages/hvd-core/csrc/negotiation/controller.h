@@ -1,6 +1,6 @@
 // Negotiation for one process set, run once per cycle by every member.
 //
-// Step 1, always: one allgather of a fixed-size record per member: flags (shutdown, needs the
+// Step 1, always: one allgather of a fixed-size record per member (record_layout.h): flags (shutdown, needs the
 // coordinator, joined), the length of its new requests, one bit per cache slot it has ready, and
 // inline (inline_space.h says how much room there is) the data of its small ready allreduces, the
 // data of the small ready broadcasts it is the root of, and the new sizes of its ready allgathers and alltoalls whose
@@ -20,6 +20,7 @@
 #include "diagnostics/logging.h"
 #include "diagnostics/stall_inspector.h"
 #include "negotiation/process_set.h"
+#include "negotiation/record_layout.h"
 
 namespace hvdcore {
 
@@ -80,13 +81,43 @@ class Controller {
   size_t MostRecordBytes(const ProcessSet& ps) const;
 
  private:
-  Request MakeRequest(const ProcessSet& ps, const TensorEntry& e, bool invalidate) const;
-  size_t MostInline(int32_t set_size) const;
+  // This member's pending work, sorted: requests for the coordinator, and cache hits.
+  struct PendingWork {
+    std::vector<Request> requests;
+    std::vector<uint8_t> encoded;  // the requests, as they travel
+    std::vector<std::pair<int32_t, TensorEntry*>> hits;  // (cache slot, entry), in slot order
+    std::vector<bool> new_sizes;  // by slot: this member sends its changed sizes with its bit
+    size_t sizes_bytes = 0;  // the inline space those sizes take
+  };
+  // What every member's flags say, beyond the stop and busy flags (which go into the CycleResult).
+  struct MemberFlags {
+    bool need_coordinator = false;
+    std::vector<bool> joined;
+  };
+  // The cache slot each member's eager messages are for (-1: none), and its generation now.
+  struct EagerClaims {
+    std::vector<int32_t> slot_of;
+    std::vector<uint64_t> generation;
+  };
+
+  // The phases of RunCycle, in order.
+  PendingWork SortPending(ProcessSet& ps, int64_t now, size_t inline_space) const;
+  Status WriteRecord(ProcessSet& ps, StopWish stop, bool work_elsewhere, const PendingWork& work, bool stalled,
+                     const RecordLayout& layout, size_t inline_space, uint8_t* record, NegotiationStats* stats) const;
   Status GatherRecords(ProcessSet& ps, const std::vector<uint8_t>& record, std::vector<uint8_t>* all);
-  Status SettleOrphanedEager(ProcessSet& ps, const std::vector<int32_t>& eager_of,
-                             const std::vector<uint64_t>& generation, NegotiationStats* stats);
+  static MemberFlags ReadFlags(const ProcessSet& ps, const RecordLayout& layout, CycleResult* out);
+  static Status ReadEagerClaims(ProcessSet& ps, const RecordLayout& layout, const std::vector<uint8_t>& records,
+                                EagerClaims* eager);
+  static Status DecideCacheSlots(ProcessSet& ps, const RecordLayout& layout, const std::vector<bool>& joined,
+                                 size_t most_inline, EagerClaims* eager, CycleResult* out, NegotiationStats* stats,
+                                 std::vector<bool>* ran, size_t* inline_wanted);
   Status Coordinate(ProcessSet& ps, const std::vector<uint8_t>& encoded, const std::vector<size_t>& counts,
                     const std::string& stall_error, int64_t now, CycleResult* out);
+  Status SettleOrphanedEager(ProcessSet& ps, const std::vector<int32_t>& eager_of,
+                             const std::vector<uint64_t>& generation, NegotiationStats* stats);
+
+  Request MakeRequest(const ProcessSet& ps, const TensorEntry& e, bool invalidate) const;
+  size_t MostInline(int32_t set_size) const;
   const Logger& log_;
   int64_t inline_bytes_;
   int64_t inline_max_bytes_;
