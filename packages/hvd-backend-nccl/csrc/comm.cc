@@ -119,9 +119,13 @@ int EnsureNcclComm(hvd_comm* comm, const char* op) {
 int WaitQueued(hvd_comm* comm, const char* op, ncclResult_t rc) {
   const NcclApi* nccl = comm->nccl;
   const auto deadline = std::chrono::steady_clock::now() + comm->timeout;
-  auto pause = std::chrono::microseconds(20);
+  auto pause = std::chrono::microseconds(10);
   ncclResult_t state = rc;
+  // Polled at once: most calls finish queuing within microseconds; the pause grows only for those
+  // that wait on peers (a communicator being made, connections set up at a first send).
   while (state == ncclInProgress) {
+    if (ncclResult_t polled = nccl->CommGetAsyncError(comm->nccl_comm, &state)) state = polled;
+    if (state != ncclInProgress) break;
     if (std::chrono::steady_clock::now() > deadline) {
       AbortNccl(comm);
       return Poison(comm, HVD_ERR_TIMEOUT,
@@ -131,7 +135,6 @@ int WaitQueued(hvd_comm* comm, const char* op, ncclResult_t rc) {
     }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(1000));
-    if (ncclResult_t polled = nccl->CommGetAsyncError(comm->nccl_comm, &state)) state = polled;
   }
   if (state == ncclSuccess) return HVD_OK;
   std::string text = Prefix(comm, op) + CallFailed(comm, "NCCL", state);

@@ -20,6 +20,9 @@ import _abi
 from _device import Device
 
 HERE = Path(__file__).resolve().parent
+# Each piece of the simulated device's work is delayed by a random 0..100 µs, shuffling how the
+# members' streams interleave (read when the device is first used, in this process or a child).
+os.environ.setdefault("HOROVOD_SIMULATED_DEVICE_DELAY_US", "100")
 FAKE_SOURCES = sorted((HERE / "fake_nccl").glob("*.cc"))
 
 
