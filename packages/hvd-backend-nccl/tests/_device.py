@@ -51,15 +51,15 @@ class DeviceTable(Structure):
 
 
 def _capsule(kind: str) -> Any:
-    """hvd-core's capsule of the device table ``kind`` ("simulated", "cuda"), or a skip naming
+    """hvd-core's capsule of the device table ``kind`` ("simulated", "cuda"), from its test kit (the
+    one part of hvd-core besides its façades that other packages' tests may use), or a skip naming
     what this hvd-core lacks."""
-    from horovod.common import _core
+    from horovod.common import testing
 
-    if hasattr(_core, "device_table_capsule"):
-        return _core.device_table_capsule(kind)
-    if hasattr(_core, "Device"):
-        return _core.Device(kind).capsule()
-    pytest.skip("this hvd-core exposes no device table to Python (horovod.common._core.device_table_capsule)")
+    get = getattr(testing, "device_table_capsule", None)
+    if get is None:
+        pytest.skip("this hvd-core's test kit has no device table (horovod.common.testing.device_table_capsule)")
+    return get(kind)
 
 
 def capsule_pointer(capsule: Any) -> int:
