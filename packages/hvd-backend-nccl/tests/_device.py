@@ -50,16 +50,23 @@ class DeviceTable(Structure):
     ]
 
 
+def require_device_table() -> None:
+    """Skips the calling test when this hvd-core's test kit has no device table (a test that runs
+    its work in a child process asks here first, where a skip is a skip)."""
+    from horovod.common import testing
+
+    if not hasattr(testing, "device_table_capsule"):
+        pytest.skip("this hvd-core's test kit has no device table (horovod.common.testing.device_table_capsule)")
+
+
 def _capsule(kind: str) -> Any:
     """hvd-core's capsule of the device table ``kind`` ("simulated", "cuda"), from its test kit (the
     one part of hvd-core besides its façades that other packages' tests may use), or a skip naming
     what this hvd-core lacks."""
+    require_device_table()
     from horovod.common import testing
 
-    get = getattr(testing, "device_table_capsule", None)
-    if get is None:
-        pytest.skip("this hvd-core's test kit has no device table (horovod.common.testing.device_table_capsule)")
-    return get(kind)
+    return testing.device_table_capsule(kind)
 
 
 def capsule_pointer(capsule: Any) -> int:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from _device import require_device_table
+
 HERE = Path(__file__).resolve().parent
 
 pytestmark = pytest.mark.skipif(
@@ -66,6 +68,7 @@ print(json.dumps(report))
 
 
 def test_every_collective_polling_and_abort_on_one_gpu() -> None:
+    require_device_table()
     env = {**os.environ, "PYTHONPATH": str(HERE)}
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(WORKER)], capture_output=True, text=True, timeout=240, env=env

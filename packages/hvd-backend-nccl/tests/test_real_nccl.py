@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from _device import require_device_table
+
 HERE = Path(__file__).resolve().parent
 WHEEL_VERSION = "2.30.7"  # the nvidia-nccl-cu13 pinned in pyproject.toml's test extra
 
@@ -109,6 +111,7 @@ def _driver_present() -> bool:
 @pytest.mark.skipif(_driver_present(), reason="a GPU driver is present: NCCL would run on simulated memory")
 def test_without_a_gpu_the_first_collective_fails_clearly_and_nothing_crashes() -> None:
     """ncclGetUniqueId works; the communicator's creation fails with NCCL's own words, named."""
+    require_device_table()
     out = run(
         """
 import json

@@ -11,6 +11,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from _device import require_device_table
+
 HERE = Path(__file__).resolve().parent
 
 WORKER = """
@@ -61,6 +63,7 @@ def run_on(version: int, fake_nccl_path: Path) -> dict:
 
 
 def test_nccl_2_10_averages_but_leaves_other_factors_to_the_engine(fake_nccl_path: Path) -> None:
+    require_device_table()
     out = run_on(21003, fake_nccl_path)
     average, factor, bfloat16, _, broadcast = out["results"]
     assert (average, factor, bfloat16, broadcast) == (0, 2, 0, 0)  # OK, UNSUPPORTED (declined), OK, OK
@@ -70,6 +73,7 @@ def test_nccl_2_10_averages_but_leaves_other_factors_to_the_engine(fake_nccl_pat
 
 
 def test_nccl_2_9_scales_nothing_reduces_no_bfloat16_and_creates_blocking(fake_nccl_path: Path) -> None:
+    require_device_table()
     out = run_on(20904, fake_nccl_path)
     average, factor, bfloat16, message, broadcast = out["results"]
     assert (average, factor, bfloat16, broadcast) == (2, 2, 2, 0)
