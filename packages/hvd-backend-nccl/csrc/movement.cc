@@ -54,6 +54,12 @@ ncclResult_t Exchange(hvd_comm* comm, const char** call, const char* send, const
   });
 }
 
+// HVD_OK for a dtype of the ABI; data is moved as bytes, so an unknown one would move nothing.
+int CheckDtype(hvd_comm* comm, const char* op, hvd_dtype dtype) {
+  if (Bytes(dtype, 1) != 0) return HVD_OK;
+  return Fail(comm, HVD_ERR_INVALID_ARGUMENT, Prefix(comm, op) + "unknown dtype " + std::to_string((int)dtype));
+}
+
 std::vector<size_t> BlockBytes(const hvd_comm* comm, const size_t* counts, hvd_dtype dtype) {
   std::vector<size_t> bytes(comm->size);
   for (int32_t i = 0; i < comm->size; ++i) bytes[i] = Bytes(dtype, counts[i]);
@@ -63,6 +69,7 @@ std::vector<size_t> BlockBytes(const hvd_comm* comm, const size_t* counts, hvd_d
 }  // namespace
 
 int Broadcast(hvd_comm* comm, void* buf, size_t count, hvd_dtype dtype, int32_t root) {
+  if (int status = CheckDtype(comm, "broadcast", dtype)) return status;
   if (root < 0 || root >= comm->size) {
     return Fail(comm, HVD_ERR_INVALID_ARGUMENT,
                 Prefix(comm, "broadcast") + "root " + std::to_string(root) + " is not a member of " +
@@ -76,6 +83,7 @@ int Broadcast(hvd_comm* comm, void* buf, size_t count, hvd_dtype dtype, int32_t 
 }
 
 int Allgatherv(hvd_comm* comm, const void* sendbuf, void* recvbuf, const size_t* recvcounts, hvd_dtype dtype) {
+  if (int status = CheckDtype(comm, "allgather", dtype)) return status;
   std::vector<size_t> offsets;
   const size_t total = Offsets(comm, recvcounts, dtype, &offsets);
   if (total == 0) return Failed(comm);
@@ -100,6 +108,7 @@ int Allgatherv(hvd_comm* comm, const void* sendbuf, void* recvbuf, const size_t*
 
 int Alltoallv(hvd_comm* comm, const void* sendbuf, const size_t* sendcounts, void* recvbuf, const size_t* recvcounts,
               hvd_dtype dtype) {
+  if (int status = CheckDtype(comm, "alltoall", dtype)) return status;
   if (sendcounts[comm->rank] != recvcounts[comm->rank]) {
     return Fail(comm, HVD_ERR_INVALID_ARGUMENT,
                 Prefix(comm, "alltoall") + "sends itself " + std::to_string(sendcounts[comm->rank]) +

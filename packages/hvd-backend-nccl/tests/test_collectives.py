@@ -157,3 +157,14 @@ def test_barrier(backend, device, fake) -> None:
 
     _abi.run_members(backend, device, 3, member)
     assert sum(c.startswith("ncclAllReduce") and "count=1 " in c for c in fake.log()) == 9
+
+
+def test_an_unknown_dtype_is_refused_not_moved_as_nothing(backend, device, fake) -> None:
+    def member(comm: _abi.Comm) -> None:
+        buf = comm.upload(np.ones(4, np.float32))
+        assert comm.table.broadcast(comm.handle, buf, 4, 42, 0) == _abi.INVALID_ARGUMENT
+        assert comm.last_error.endswith("unknown dtype 42"), comm.last_error
+        assert comm.table.allreduce(comm.handle, buf, buf, 4, 42, _abi.SUM) == _abi.UNSUPPORTED
+
+    _abi.run_members(backend, device, 2, member)
+    assert not fake.log()
