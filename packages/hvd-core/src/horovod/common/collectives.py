@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from horovod.common import _core, state
+from horovod.common.api_text import shared_parameters
 from horovod.common.process_sets import ProcessSet, global_process_set, process_set_id
 
 # Reduction ops, with Horovod's numbering.
@@ -188,6 +189,7 @@ class Collectives:
     def _from_engine(self, core: Any, prepared: Any, out: Any) -> Any:
         return self.adapter.from_engine(core, prepared)
 
+    @shared_parameters
     def allreduce_async(
         self,
         tensor: Any,
@@ -204,17 +206,13 @@ class Collectives:
         :func:`poll` and :func:`synchronize`, whose result is the reduced tensor.
 
         :param tensor: the tensor, of the adapter's type. Not modified unless ``inplace``.
-        :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both
-            ``average`` and ``op`` raises ``ValueError``.
-        :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-            calls (every rank must then submit its collectives in the same order).
+        :param average: |shared|
+        :param name: |shared|
         :param op: the reduction (``Average``, ``Sum``, ``Min``, ``Max``, ``Product``); the engine refuses those it does
             not run (``ValueError``): framework adapters check first, with ``check_reduce_op``.
-        :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-        :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
-        :param process_set: the process set the operation runs on (every member must call it; default:
-            ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-            ``add_process_set``.
+        :param prescale_factor: |shared|
+        :param postscale_factor: |shared|
+        :param process_set: |shared|
         :param group: for framework code: ``(group id, group size)`` of a group the operation belongs to, as
             ``group_names`` gives; by default it belongs to none.
         :param inplace: write the result into the input tensor itself instead of a new one.
@@ -222,6 +220,7 @@ class Collectives:
         op = handle_average_backwards_compatibility(op, average)
         return self.submit_allreduce(tensor, name, op, prescale_factor, postscale_factor, process_set, inplace, group)
 
+    @shared_parameters
     def submit_allreduce(
         self,
         tensor: Any,
@@ -236,17 +235,13 @@ class Collectives:
         """:meth:`allreduce_async` for callers that have resolved ``op`` already (from ``average=``).
 
         :param tensor: the tensor, of the adapter's type. Not modified unless ``inplace``.
-        :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both
-            ``average`` and ``op`` raises ``ValueError``.
-        :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-            calls (every rank must then submit its collectives in the same order).
+        :param average: |shared|
+        :param name: |shared|
         :param op: the reduction, already resolved from ``average`` (see
             :func:`handle_average_backwards_compatibility`).
-        :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-        :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
-        :param process_set: the process set the operation runs on (every member must call it; default:
-            ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-            ``add_process_set``.
+        :param prescale_factor: |shared|
+        :param postscale_factor: |shared|
+        :param process_set: |shared|
         :param group: for framework code: ``(group id, group size)`` of a group the operation belongs to, as
             ``group_names`` gives; by default it belongs to none.
         :param inplace: write the result into the input tensor itself instead of a new one.
@@ -269,6 +264,7 @@ class Collectives:
             group,
         )
 
+    @shared_parameters
     def grouped_allreduce_async(
         self,
         tensors: Sequence[Any],
@@ -282,17 +278,13 @@ class Collectives:
     ) -> list[int]:
         """Allreduces a list as one unit: negotiated together and executed in one cycle.
 
-        :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both
-            ``average`` and ``op`` raises ``ValueError``.
-        :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by
-            default one is generated from the order of the calls.
+        :param average: |shared|
+        :param name: |shared:group_name|
         :param op: the reduction (``Average``, ``Sum``, ``Min``, ``Max``, ``Product``); the engine refuses those it does
             not run (``ValueError``): framework adapters check first, with ``check_reduce_op``.
-        :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-        :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
-        :param process_set: the process set the operation runs on (every member must call it; default:
-            ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-            ``add_process_set``.
+        :param prescale_factor: |shared|
+        :param postscale_factor: |shared|
+        :param process_set: |shared|
         :param inplace: write the result into the input tensor itself instead of a new one.
         :param tensors: the tensors, of the adapter's type, reduced as one group.
         """
@@ -304,6 +296,7 @@ class Collectives:
             lambda t, n, g: self.submit_allreduce(t, n, op, prescale_factor, postscale_factor, process_set, inplace, g),
         )
 
+    @shared_parameters
     def allgather_async(
         self,
         tensor: Any,
@@ -316,11 +309,8 @@ class Collectives:
 
         :param tensor: the tensor, of the adapter's type. Its first dimension may differ between ranks; the others must
             match.
-        :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-            calls (every rank must then submit its collectives in the same order).
-        :param process_set: the process set the operation runs on (every member must call it; default:
-            ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-            ``add_process_set``.
+        :param name: |shared|
+        :param process_set: |shared|
         :param group: for framework code: ``(group id, group size)`` of a group the operation belongs to, as
             ``group_names`` gives; by default it belongs to none.
         """
@@ -333,22 +323,21 @@ class Collectives:
             group=group,
         )
 
+    @shared_parameters
     def grouped_allgather_async(
         self, tensors: Sequence[Any], name: str | None = None, process_set: ProcessSet = global_process_set
     ) -> list[int]:
         """Starts an allgather of each of ``tensors``, negotiated and run together; returns one handle each.
 
         :param tensors: the tensors gathered as one group.
-        :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by
-            default one is generated from the order of the calls.
-        :param process_set: the process set the operation runs on (every member must call it; default:
-            ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-            ``add_process_set``.
+        :param name: |shared:group_name|
+        :param process_set: |shared|
         """
         return self._grouped(
             "grouped_allgather", tensors, name, lambda t, n, g: self.allgather_async(t, n, process_set, g)
         )
 
+    @shared_parameters
     def broadcast_async(
         self,
         tensor: Any,
@@ -360,13 +349,9 @@ class Collectives:
         """Starts a broadcast of ``root_rank``'s ``tensor`` to every rank; returns a handle.
 
         :param tensor: the tensor, of the adapter's type. The root's is sent; the others' give the shape and dtype.
-        :param root_rank: the rank whose value is sent to every other rank (a global rank, also on a process set; it
-            must be a member).
-        :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-            calls (every rank must then submit its collectives in the same order).
-        :param process_set: the process set the operation runs on (every member must call it; default:
-            ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-            ``add_process_set``.
+        :param root_rank: |shared|
+        :param name: |shared|
+        :param process_set: |shared|
         :param inplace: write the result into the input tensor itself instead of a new one.
         """
         return self._submit(
@@ -379,6 +364,7 @@ class Collectives:
             root=int(root_rank),
         )
 
+    @shared_parameters
     def alltoall_async(
         self,
         tensor: Any,
@@ -392,11 +378,8 @@ class Collectives:
         :param splits: how many slices (along the first dimension) go to each rank of the set, in rank order; they must
             sum to the first dimension. By default the tensor is split into equal parts, one per rank (its first
             dimension must then divide evenly). A list or a tensor of integers.
-        :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-            calls (every rank must then submit its collectives in the same order).
-        :param process_set: the process set the operation runs on (every member must call it; default:
-            ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-            ``add_process_set``.
+        :param name: |shared|
+        :param process_set: |shared|
         """
         split_list = None if splits is None else [int(s) for s in _flatten(splits)]
         a = self.adapter
@@ -410,6 +393,7 @@ class Collectives:
             splits=split_list,
         )
 
+    @shared_parameters
     def reducescatter_async(
         self,
         tensor: Any,
@@ -424,15 +408,12 @@ class Collectives:
 
         :param tensor: the tensor, of the adapter's type. Reduced over the ranks; each rank gets a slice of the first
             dimension (it need not divide evenly).
-        :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-            calls (every rank must then submit its collectives in the same order).
+        :param name: |shared|
         :param op: the reduction (``Average``, ``Sum``, ``Min``, ``Max``, ``Product``); the engine refuses those it does
             not run (``ValueError``): framework adapters check first, with ``check_reduce_op``.
-        :param process_set: the process set the operation runs on (every member must call it; default:
-            ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-            ``add_process_set``.
-        :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-        :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+        :param process_set: |shared|
+        :param prescale_factor: |shared|
+        :param postscale_factor: |shared|
         :param group: for framework code: ``(group id, group size)`` of a group the operation belongs to, as
             ``group_names`` gives; by default it belongs to none.
         """
@@ -448,6 +429,7 @@ class Collectives:
             group=group,
         )
 
+    @shared_parameters
     def grouped_reducescatter_async(
         self,
         tensors: Sequence[Any],
@@ -460,15 +442,12 @@ class Collectives:
         """Starts a reducescatter of each of ``tensors``, negotiated and run together; returns one handle each.
 
         :param tensors: the tensors reduced and scattered as one group.
-        :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by
-            default one is generated from the order of the calls.
+        :param name: |shared:group_name|
         :param op: the reduction (``Average``, ``Sum``, ``Min``, ``Max``, ``Product``); the engine refuses those it does
             not run (``ValueError``): framework adapters check first, with ``check_reduce_op``.
-        :param process_set: the process set the operation runs on (every member must call it; default:
-            ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-            ``add_process_set``.
-        :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-        :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+        :param process_set: |shared|
+        :param prescale_factor: |shared|
+        :param postscale_factor: |shared|
         """
         return self._grouped(
             "grouped_reducescatter",
@@ -490,12 +469,11 @@ def _flatten(values: Any) -> list[Any]:
 # Tensor-free operations, the same for every framework.
 
 
+@shared_parameters
 def barrier(process_set: ProcessSet = global_process_set) -> None:
     """Blocks until every rank of the process set has reached the barrier.
 
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param process_set: |shared|
     """
     ctx = state.context()
     core = ctx.engine.enqueue(_core.OP_BARRIER, "barrier", None, 0, [], process_set=process_set_id(process_set))

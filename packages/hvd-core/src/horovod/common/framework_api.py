@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from horovod.common import _core, state
+from horovod.common.api_text import PARAMETER_TEXTS, document_parameters, shared_parameters
 from horovod.common.basics import (
     ccl_built,
     cross_rank,
@@ -83,8 +84,9 @@ T = TypeVar("T")
 #: ``split_groups``, ``gradient_groups`` and ``check_gradient_options``, for distributed
 #: optimizers; ``position_in_set``. 1.3: ``UnsupportedOperationError``, ``check_reduce_op``,
 #: ``ALLREDUCE_OPS`` and ``REDUCESCATTER_OPS``, to refuse a reduction hvd does not run before
-#: submitting it).
-API_VERSION = (1, 3)
+#: submitting it. 1.4: ``shared_parameters``, ``document_parameters`` and ``PARAMETER_TEXTS``, the
+#: text of parameters many functions share, written once).
+API_VERSION = (1, 4)
 
 #: Device kinds a tensor adapter reports in ``describe`` (``DTYPE_CODES`` maps dtype names, such as
 #: ``"float32"`` or ``"bfloat16"``, to the engine's dtype codes).
@@ -265,6 +267,7 @@ __all__ = [
     "DEVICE_CPU",
     "DEVICE_CUDA",
     "DTYPE_CODES",
+    "PARAMETER_TEXTS",
     "REDUCESCATTER_OPS",
     "Adasum",
     "Average",
@@ -294,6 +297,7 @@ __all__ = [
     "cuda_built",
     "current_instance",
     "ddl_built",
+    "document_parameters",
     "global_process_set",
     "gloo_built",
     "gloo_enabled",
@@ -320,6 +324,7 @@ __all__ = [
     "rocm_built",
     "set_rank",
     "set_size",
+    "shared_parameters",
     "shutdown",
     "size",
     "split_groups",

@@ -12,6 +12,7 @@ import cloudpickle
 import numpy as np
 
 from horovod.common import state
+from horovod.common.api_text import shared_parameters
 from horovod.common.collectives import synchronize
 from horovod.common.ops import allgather_async, broadcast_async
 from horovod.common.process_sets import ProcessSet, global_process_set
@@ -34,6 +35,7 @@ def _set_rank(process_set: ProcessSet) -> int:
     return rank
 
 
+@shared_parameters
 def broadcast_object(
     obj: Any, root_rank: int = 0, name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> Any:
@@ -43,11 +45,8 @@ def broadcast_object(
 
     :param obj: the object to send (any object cloudpickle can serialise); read on the root only.
     :param root_rank: the rank whose object is sent (default 0; a global rank, also on a process set).
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param name: |shared|
+    :param process_set: |shared|
     """
     base = name or state.context().auto_name("broadcast_object")
     _set_rank(process_set)  # says so if this rank is not a member
@@ -60,15 +59,13 @@ def broadcast_object(
     return obj if is_root else _deserialize(received)
 
 
+@shared_parameters
 def allgather_object(obj: Any, name: str | None = None, process_set: ProcessSet = global_process_set) -> list[Any]:
     """Returns the list of every rank's ``obj`` (in rank order), serialised with cloudpickle.
 
     :param obj: this rank's object (any object cloudpickle can serialise).
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param name: |shared|
+    :param process_set: |shared|
     """
     base = name or state.context().auto_name("allgather_object")
     data = _serialize(obj)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from horovod.common import dtypes
+from horovod.common.api_text import shared_parameters
 from horovod.common.collectives import (  # noqa: F401  (re-exported API)
     _NO_GROUP,
     Adasum,
@@ -184,36 +185,33 @@ def grouped_allreduce(tensors: Sequence[Any], *args: Any, **kwargs: Any) -> list
     return [synchronize(h) for h in grouped_allreduce_async(tensors, *args, **kwargs)]
 
 
+@shared_parameters
 def allgather(tensor: Any, name: str | None = None, process_set: ProcessSet = global_process_set) -> np.ndarray:
     """Concatenates every rank's tensor along the first dimension (which may differ per rank).
 
     :param tensor: a numpy array (or anything ``numpy.asarray`` takes); it is not modified. Its first dimension may
         differ between ranks.
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param name: |shared|
+    :param process_set: |shared|
     """
     result: np.ndarray = synchronize(allgather_async(tensor, name, process_set))
     return result
 
 
+@shared_parameters
 def grouped_allgather(
     tensors: Sequence[Any], name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> list[np.ndarray]:
     """Allgathers each of ``tensors`` as one group; returns the gathered arrays, in order.
 
     :param tensors: the arrays gathered as one group.
-    :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by default
-        one is generated from the order of the calls.
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param name: |shared:group_name|
+    :param process_set: |shared|
     """
     return [synchronize(h) for h in grouped_allgather_async(tensors, name, process_set)]
 
 
+@shared_parameters
 def broadcast(
     tensor: Any, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> np.ndarray:
@@ -221,18 +219,15 @@ def broadcast(
 
     :param tensor: a numpy array (or anything ``numpy.asarray`` takes); it is not modified. The root's is sent; the
         others' give the shape and dtype.
-    :param root_rank: the rank whose value is sent to every other rank (a global rank, also on a process set; it must be
-        a member).
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param root_rank: |shared|
+    :param name: |shared|
+    :param process_set: |shared|
     """
     result: np.ndarray = synchronize(broadcast_async(tensor, root_rank, name, process_set))
     return result
 
 
+@shared_parameters
 def alltoall_async(
     tensor: Any, splits: Any = None, name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> int:
@@ -243,15 +238,13 @@ def alltoall_async(
     :param splits: how many slices (along the first dimension) go to each rank of the set, in rank order; they must sum
         to the first dimension. By default the tensor is split into equal parts, one per rank (its first dimension must
         then divide evenly).
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param name: |shared|
+    :param process_set: |shared|
     """
     return _numpy.alltoall_async(tensor, splits, name, process_set)
 
 
+@shared_parameters
 def alltoall(
     tensor: Any, splits: Any = None, name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -261,11 +254,8 @@ def alltoall(
     :param splits: how many slices (along the first dimension) go to each rank of the set, in rank order; they must sum
         to the first dimension. By default the tensor is split into equal parts, one per rank (its first dimension must
         then divide evenly).
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param name: |shared|
+    :param process_set: |shared|
     """
     received, received_splits = synchronize(alltoall_async(tensor, splits, name, process_set))
     return received, np.asarray(received_splits, dtype=np.int32)

@@ -7,9 +7,10 @@ from typing import Any
 
 from horovod._keras import frameworks
 from horovod._keras.compression import Compression
-from horovod.common.framework_api import Average, handle_average_backwards_compatibility
+from horovod.common.framework_api import Average, handle_average_backwards_compatibility, shared_parameters
 
 
+@shared_parameters
 def allreduce(
     value: Any,
     name: str | None = None,
@@ -22,12 +23,10 @@ def allreduce(
     """``value`` reduced over every rank (``op``, default Average); the same shape on every rank.
 
     :param value: a tensor of the active Keras backend (or a numpy array), the same shape and dtype on every rank.
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
-    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
-        and ``op`` raises ``ValueError``.
-    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    :param name: |shared|
+    :param average: |shared|
+    :param prescale_factor: |shared|
+    :param postscale_factor: |shared|
     :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``.
     :param compression: compresses the value for the wire and decompresses the result, e.g. ``Compression.fp16``
         (default ``Compression.none``).
@@ -36,34 +35,34 @@ def allreduce(
     return frameworks.current().allreduce(value, name, op, prescale_factor, postscale_factor, compression)
 
 
+@shared_parameters
 def allgather(value: Any, name: str | None = None) -> Any:
     """Every rank's ``value`` concatenated along the first dimension (which may differ by rank).
 
     :param value: a tensor of the active Keras backend (or a numpy array); its first dimension may differ between ranks.
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
+    :param name: |shared|
     """
     return frameworks.current().allgather(value, name)
 
 
+@shared_parameters
 def broadcast(value: Any, root_rank: int, name: str | None = None) -> Any:
     """``root_rank``'s ``value`` on every rank.
 
     :param value: the root's value is sent; on the other ranks it gives the shape and dtype.
     :param root_rank: the rank whose value every rank gets.
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
+    :param name: |shared|
     """
     return frameworks.current().broadcast(value, root_rank, name)
 
 
+@shared_parameters
 def reducescatter(value: Any, name: str | None = None, op: int = Average) -> Any:
     """``value`` reduced over every rank, this rank's slice of the first dimension.
 
     :param value: a tensor of the active Keras backend (or a numpy array), the same shape and dtype on every rank. Its
         first dimension is scattered.
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
+    :param name: |shared|
     :param op: the reduction: ``Average`` (the default) or ``Sum``.
     """
     return frameworks.current().reducescatter(value, name, op)

@@ -23,7 +23,13 @@ import keras
 from horovod._keras import frameworks
 from horovod._keras.compression import Compression
 from horovod._keras.frameworks import GradientSettings
-from horovod.common.framework_api import Average, ProcessSet, check_gradient_options, global_process_set
+from horovod.common.framework_api import (
+    Average,
+    ProcessSet,
+    check_gradient_options,
+    global_process_set,
+    shared_parameters,
+)
 
 _DISTRIBUTED_CLASSES: dict[type, type] = {}
 
@@ -160,6 +166,7 @@ def attach(optimizer: Any, settings: GradientSettings, passes: int, average_aggr
     return optimizer
 
 
+@shared_parameters
 def DistributedOptimizer(
     optimizer: Any,
     name: str | None = None,
@@ -189,13 +196,10 @@ def DistributedOptimizer(
         keeps its own Keras name.
     :param device_dense: accepted as Horovod takes it; ignored.
     :param device_sparse: accepted as Horovod takes it; ignored.
-    :param compression: how gradients are compressed for the allreduce, e.g. ``Compression.fp16`` (default
-        ``Compression.none``).
+    :param compression: |shared:gradient_compression|
     :param sparse_as_dense: reduce sparse gradients as dense tensors instead of allgathering their values and indices.
-    :param gradient_predivide_factor: with ``op=Average``, gradients are scaled by ``1/f`` before the sum and by
-        ``f/size`` after it (default 1.0); other than 1.0 with another ``op``, ``ValueError``.
-    :param op: the reduction of the gradients: ``Average`` (the default) or ``Sum``; ``Adasum`` raises
-        ``UnsupportedOperationError``.
+    :param gradient_predivide_factor: |shared|
+    :param op: |shared:gradient_op|
     :param backward_passes_per_step: the number of batches whose gradients are accumulated locally before they are
         reduced and applied (default 1).
     :param average_aggregated_gradients: divide the accumulated gradients by ``backward_passes_per_step`` (default:

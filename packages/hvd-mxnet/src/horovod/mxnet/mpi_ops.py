@@ -61,6 +61,7 @@ from horovod.common.framework_api import (  # (Horovod's MXNet API re-exports th
     rank,
     remove_process_set,
     rocm_built,
+    shared_parameters,
     shutdown,
     size,
     start_timeline,
@@ -216,6 +217,7 @@ def _allreduce(
     _push(what, name, tensors, outputs, submit, priority)
 
 
+@shared_parameters
 def allreduce(
     tensor: Any,
     average: bool | None = None,
@@ -233,18 +235,13 @@ def allreduce(
     ``prescale_factor`` multiplies each input before the reduction, ``postscale_factor`` the result.
 
     :param tensor: an ``mx.nd.NDArray``, the same shape and dtype on every rank. It is not modified.
-    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
-        and ``op`` raises ``ValueError``.
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
+    :param average: |shared|
+    :param name: |shared|
     :param priority: the priority of the operation in MXNet's engine (higher runs first; default 0).
-    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
-    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``;
-        ``Adasum`` raises ``UnsupportedOperationError``.
+    :param prescale_factor: |shared|
+    :param postscale_factor: |shared|
+    :param process_set: |shared|
+    :param op: |shared|
     """
     resolved = _resolve_op(op, average)
     output = _empty_like(check_ndarray(tensor, "allreduce"))
@@ -252,6 +249,7 @@ def allreduce(
     return output
 
 
+@shared_parameters
 def allreduce_(
     tensor: Any,
     average: bool | None = None,
@@ -265,18 +263,13 @@ def allreduce_(
     """As :func:`allreduce`, writing the result into ``tensor`` (returned).
 
     :param tensor: an ``mx.nd.NDArray``, the same shape and dtype on every rank. The result is written into it.
-    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
-        and ``op`` raises ``ValueError``.
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
+    :param average: |shared|
+    :param name: |shared|
     :param priority: the priority of the operation in MXNet's engine (higher runs first; default 0).
-    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
-    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``;
-        ``Adasum`` raises ``UnsupportedOperationError``.
+    :param prescale_factor: |shared|
+    :param postscale_factor: |shared|
+    :param process_set: |shared|
+    :param op: |shared|
     """
     resolved = _resolve_op(op, average)
     tensors = [tensor]
@@ -284,6 +277,7 @@ def allreduce_(
     return tensor
 
 
+@shared_parameters
 def grouped_allreduce(
     tensors: Sequence[Any],
     average: bool | None = None,
@@ -297,18 +291,13 @@ def grouped_allreduce(
     """Reduces a list of NDArrays as one unit (negotiated and run together); returns new NDArrays.
 
     :param tensors: the NDArrays reduced as one group, each the same shape and dtype on every rank.
-    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
-        and ``op`` raises ``ValueError``.
-    :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by default
-        one is generated from the order of the calls.
+    :param average: |shared|
+    :param name: |shared:group_name|
     :param priority: the priority of the operation in MXNet's engine (higher runs first; default 0).
-    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
-    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``;
-        ``Adasum`` raises ``UnsupportedOperationError``.
+    :param prescale_factor: |shared|
+    :param postscale_factor: |shared|
+    :param process_set: |shared|
+    :param op: |shared|
     """
     resolved = _resolve_op(op, average)
     tensors = list(tensors)
@@ -319,6 +308,7 @@ def grouped_allreduce(
     return outputs
 
 
+@shared_parameters
 def grouped_allreduce_(
     tensors: Sequence[Any],
     average: bool | None = None,
@@ -333,18 +323,13 @@ def grouped_allreduce_(
 
     :param tensors: the NDArrays reduced as one group, each the same shape and dtype on every rank. Each result is
         written into its input.
-    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
-        and ``op`` raises ``ValueError``.
-    :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by default
-        one is generated from the order of the calls.
+    :param average: |shared|
+    :param name: |shared:group_name|
     :param priority: the priority of the operation in MXNet's engine (higher runs first; default 0).
-    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
-    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``;
-        ``Adasum`` raises ``UnsupportedOperationError``.
+    :param prescale_factor: |shared|
+    :param postscale_factor: |shared|
+    :param process_set: |shared|
+    :param op: |shared|
     """
     resolved = _resolve_op(op, average)
     tensors = list(tensors)
@@ -374,6 +359,7 @@ def _broadcast(
     _push("broadcast", name, tensors, tensors if in_place else [output], submit, priority)
 
 
+@shared_parameters
 def broadcast(
     tensor: Any,
     root_rank: int,
@@ -384,20 +370,17 @@ def broadcast(
     """Returns a new NDArray holding ``root_rank``'s ``tensor`` (a global rank, also on process sets).
 
     :param tensor: the root's NDArray is sent; on the other ranks it gives the shape and dtype.
-    :param root_rank: the rank whose value is sent to every other rank (a global rank, also on a process set; it must be
-        a member).
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
+    :param root_rank: |shared|
+    :param name: |shared|
     :param priority: the priority of the operation in MXNet's engine (higher runs first; default 0).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param process_set: |shared|
     """
     output = _empty_like(check_ndarray(tensor, "broadcast"))
     _broadcast(tensor, output, root_rank, name, priority, process_set)
     return output
 
 
+@shared_parameters
 def broadcast_(
     tensor: Any,
     root_rank: int,
@@ -409,14 +392,10 @@ def broadcast_(
 
     :param tensor: the root's NDArray is sent; on the other ranks it gives the shape and dtype. The result is written
         into it.
-    :param root_rank: the rank whose value is sent to every other rank (a global rank, also on a process set; it must be
-        a member).
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
+    :param root_rank: |shared|
+    :param name: |shared|
     :param priority: the priority of the operation in MXNet's engine (higher runs first; default 0).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param process_set: |shared|
     """
     _broadcast(tensor, tensor, root_rank, name, priority, process_set)
     return tensor
@@ -479,6 +458,7 @@ def _reducescatter(
     return outputs
 
 
+@shared_parameters
 def reducescatter(
     tensor: Any,
     op: int = Average,
@@ -492,19 +472,17 @@ def reducescatter(
     dimension (the first ``rows % size`` ranks get one row more).
 
     :param tensor: an NDArray, the same shape and dtype on every rank; its first dimension is scattered.
-    :param op: the reduction: ``Average`` (the default) or ``Sum``; any other raises ``UnsupportedOperationError``.
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
+    :param op: |shared:reducescatter_op|
+    :param name: |shared|
     :param priority: the priority of the operation in MXNet's engine (higher runs first; default 0).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
-    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    :param process_set: |shared|
+    :param prescale_factor: |shared|
+    :param postscale_factor: |shared|
     """
     return _reducescatter([tensor], False, op, name, priority, process_set, prescale_factor, postscale_factor)[0]
 
 
+@shared_parameters
 def grouped_reducescatter(
     tensors: Sequence[Any],
     op: int = Average,
@@ -517,15 +495,12 @@ def grouped_reducescatter(
     """Reducescatter of a list of NDArrays as one unit; returns the list of this rank's slices.
 
     :param tensors: the NDArrays reduced and scattered as one group.
-    :param op: the reduction: ``Average`` (the default) or ``Sum``; any other raises ``UnsupportedOperationError``.
-    :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by default
-        one is generated from the order of the calls.
+    :param op: |shared:reducescatter_op|
+    :param name: |shared:group_name|
     :param priority: the priority of the operation in MXNet's engine (higher runs first; default 0).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
-    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    :param process_set: |shared|
+    :param prescale_factor: |shared|
+    :param postscale_factor: |shared|
     """
     tensors = list(tensors)
     if not tensors:
@@ -536,6 +511,7 @@ def grouped_reducescatter(
 # --- allgather and alltoall: results sized by the other ranks ---------------------------------------
 
 
+@shared_parameters
 def allgather(
     tensor: Any, name: str | None = None, priority: int = 0, process_set: ProcessSet = global_process_set
 ) -> Any:
@@ -543,30 +519,25 @@ def allgather(
     ranks; the others must agree). Waits for the result.
 
     :param tensor: an NDArray; its first dimension may differ between ranks, the others and the dtype must match.
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
+    :param name: |shared|
     :param priority: the priority of the operation in MXNet's engine (higher runs first; default 0).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param process_set: |shared|
     """
     _check_call([tensor], process_set, "allgather")
     handle = _waiting.allgather_async(tensor, name=name, process_set=process_set)
     return raising_mxnet_errors(api.synchronize, handle)
 
 
+@shared_parameters
 def grouped_allgather(
     tensors: Sequence[Any], name: str | None = None, priority: int = 0, process_set: ProcessSet = global_process_set
 ) -> list[Any]:
     """Allgathers a list of NDArrays as one unit; returns the list of results.
 
     :param tensors: the NDArrays gathered as one group.
-    :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by default
-        one is generated from the order of the calls.
+    :param name: |shared:group_name|
     :param priority: the priority of the operation in MXNet's engine (higher runs first; default 0).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param process_set: |shared|
     """
     tensors = list(tensors)
     if not tensors:
@@ -577,6 +548,7 @@ def grouped_allgather(
     return results
 
 
+@shared_parameters
 def alltoall(
     tensor: Any,
     splits: Any = None,
@@ -594,12 +566,9 @@ def alltoall(
     :param tensor: the NDArray whose slices (along the first dimension) are sent to the ranks.
     :param splits: how many rows go to each rank of the set, in rank order (a list or an integer NDArray, summing to the
         first dimension); by default equal parts.
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
+    :param name: |shared|
     :param priority: the priority of the operation in MXNet's engine (higher runs first; default 0).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param process_set: |shared|
     """
     _check_call([tensor], process_set, "alltoall")
     split_list = None
@@ -630,11 +599,10 @@ def join(device: int = -1) -> int:
     return last
 
 
+@shared_parameters
 def barrier(process_set: ProcessSet = global_process_set) -> None:
     """Blocks until every rank of ``process_set`` has reached the barrier.
 
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param process_set: |shared|
     """
     raising_mxnet_errors(api.barrier, process_set)

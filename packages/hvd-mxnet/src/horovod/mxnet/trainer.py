@@ -8,7 +8,7 @@ from typing import Any
 
 import mxnet as mx
 
-from horovod.common.framework_api import ProcessSet, Sum, global_process_set, set_size, split_groups
+from horovod.common.framework_api import ProcessSet, Sum, global_process_set, set_size, shared_parameters, split_groups
 from horovod.mxnet.compression import Compression, CompressorLike
 from horovod.mxnet.mpi_ops import allreduce_, grouped_allreduce_
 from horovod.mxnet.optimizer import DistributedOptimizer
@@ -16,6 +16,7 @@ from horovod.mxnet.optimizer import DistributedOptimizer
 __all__ = ["DistributedTrainer"]
 
 
+@shared_parameters
 class DistributedTrainer(mx.gluon.Trainer):  # type: ignore[misc]  # (mxnet is untyped)
     """``mx.gluon.Trainer(params, optimizer, optimizer_params, kvstore=None)`` whose
     ``step(batch_size)`` (and ``allreduce_grads()``) first sums every gradient over ``process_set``
@@ -35,8 +36,7 @@ class DistributedTrainer(mx.gluon.Trainer):  # type: ignore[misc]  # (mxnet is u
     :param optimizer: the optimizer, by name (``sgd``) or an ``mx.optimizer.Optimizer`` (a DistributedOptimizer is
         unwrapped, with a warning).
     :param optimizer_params: the optimizer's arguments, when it is given by name.
-    :param compression: how gradients are compressed for the allreduce, e.g. ``Compression.fp16`` (default
-        ``Compression.none``).
+    :param compression: |shared:gradient_compression|
     :param gradient_predivide_factor: gradients are scaled by ``1/f`` before the sum and by ``f/size`` after it (default
         1.0; positive).
     :param prefix: a prefix of this trainer's tensor names; give each trainer its own when a program has several.

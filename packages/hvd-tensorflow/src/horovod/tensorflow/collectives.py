@@ -12,7 +12,7 @@ from typing import Any
 import tensorflow as tf
 
 from horovod.common import framework_api as api
-from horovod.common.framework_api import Average, ProcessSet, Sum, global_process_set
+from horovod.common.framework_api import Average, ProcessSet, Sum, global_process_set, shared_parameters
 from horovod.tensorflow import bridge, mpi_ops
 from horovod.tensorflow.compression import Compression
 from horovod.tensorflow.mpi_ops import engine_name
@@ -35,6 +35,7 @@ def sparse_allreduce(slices: tf.IndexedSlices, name: str, op: int, process_set: 
     return tf.IndexedSlices(values, indices, dense_shape=slices.dense_shape)
 
 
+@shared_parameters
 def allreduce(
     tensor: Any,
     average: bool | None = None,
@@ -55,22 +56,18 @@ def allreduce(
 
     :param tensor: a ``tf.Tensor``, ``tf.Variable`` or ``tf.IndexedSlices`` (or anything ``tf.convert_to_tensor``
         takes), the same shape and dtype on every rank.
-    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
-        and ``op`` raises ``ValueError``.
+    :param average: |shared|
     :param device_dense: accepted for Horovod's signature (the device dense tensors are reduced on); hvd reduces on the
         CPU, where its backends read tensors, and ignores it.
     :param device_sparse: accepted for Horovod's signature (the device sparse tensors are gathered on); ignored.
-    :param compression: compresses the tensor for the wire and decompresses the result, e.g. ``Compression.fp16``
-        (default ``Compression.none``).
+    :param compression: |shared|
     :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``
         (``Average`` or ``Sum`` for ``tf.IndexedSlices``); ``Adasum`` raises ``UnsupportedOperationError``.
-    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    :param prescale_factor: |shared|
+    :param postscale_factor: |shared|
     :param name: a name for the operation, the same on every rank (inside a graph, prefixed with the current name
         scope); by default one is generated from the order of the calls.
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param process_set: |shared|
     :param ignore_name_scope: use ``name`` as it is, without the current name scope.
     """
     op = _resolve(op, average)
@@ -90,6 +87,7 @@ def allreduce(
     return compression.decompress(reduced, ctx)
 
 
+@shared_parameters
 def grouped_allreduce(
     tensors: Sequence[Any],
     average: bool | None = None,
@@ -107,20 +105,16 @@ def grouped_allreduce(
     them are allgathered as :func:`allreduce` does.
 
     :param tensors: the tensors (``tf.Tensor``, ``tf.Variable`` or ``tf.IndexedSlices``) reduced as one group.
-    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
-        and ``op`` raises ``ValueError``.
+    :param average: |shared|
     :param device_dense: accepted for Horovod's signature (the device dense tensors are reduced on); hvd reduces on the
         CPU, where its backends read tensors, and ignores it.
     :param device_sparse: accepted for Horovod's signature (the device sparse tensors are gathered on); ignored.
-    :param compression: compresses the tensor for the wire and decompresses the result, e.g. ``Compression.fp16``
-        (default ``Compression.none``).
+    :param compression: |shared|
     :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``
         (``Average`` or ``Sum`` for ``tf.IndexedSlices``); ``Adasum`` raises ``UnsupportedOperationError``.
-    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param prescale_factor: |shared|
+    :param postscale_factor: |shared|
+    :param process_set: |shared|
     :param ignore_name_scope: use ``name`` as it is, without the current name scope.
     :param name: a name for the operation, the same on every rank (inside a graph, prefixed with the current name
         scope); by default one is generated from the order of the calls.
@@ -149,6 +143,7 @@ def grouped_allreduce(
     return results
 
 
+@shared_parameters
 def allgather(
     tensor: Any, name: str | None = None, ignore_name_scope: bool = False, process_set: ProcessSet = global_process_set
 ) -> tf.Tensor:
@@ -159,15 +154,14 @@ def allgather(
     :param name: a name for the operation, the same on every rank (inside a graph, prefixed with the current name
         scope); by default one is generated from the order of the calls.
     :param ignore_name_scope: use ``name`` as it is, without the current name scope.
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param process_set: |shared|
     """
     return mpi_ops.allgather_tensor(
         tf.convert_to_tensor(tensor), engine_name("allgather", name, ignore_name_scope), process_set
     )
 
 
+@shared_parameters
 def grouped_allgather(
     tensors: Sequence[Any],
     name: str | None = None,
@@ -180,9 +174,7 @@ def grouped_allgather(
     :param name: a name for the operation, the same on every rank (inside a graph, prefixed with the current name
         scope); by default one is generated from the order of the calls.
     :param ignore_name_scope: use ``name`` as it is, without the current name scope.
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param process_set: |shared|
     """
     tensors = [tf.convert_to_tensor(t) for t in tensors]
     if not tensors:
@@ -191,6 +183,7 @@ def grouped_allgather(
     return mpi_ops.grouped_allgather_tensors(tensors, base, process_set)
 
 
+@shared_parameters
 def broadcast(
     tensor: Any,
     root_rank: int,
@@ -205,15 +198,14 @@ def broadcast(
     :param name: a name for the operation, the same on every rank (inside a graph, prefixed with the current name
         scope); by default one is generated from the order of the calls.
     :param ignore_name_scope: use ``name`` as it is, without the current name scope.
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param process_set: |shared|
     """
     return mpi_ops.broadcast_tensor(
         tf.convert_to_tensor(tensor), int(root_rank), engine_name("broadcast", name, ignore_name_scope), process_set
     )
 
 
+@shared_parameters
 def broadcast_(
     variables: Sequence[tf.Variable],
     root_rank: int,
@@ -227,9 +219,7 @@ def broadcast_(
     :param root_rank: the rank whose values every rank gets.
     :param name: a name for the operation, the same on every rank (inside a graph, prefixed with the current name
         scope); by default one is generated from the order of the calls.
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param process_set: |shared|
     """
     variables = [tf_variable(v) for v in variables]
     if not variables:
@@ -244,6 +234,7 @@ def broadcast_(
         return [tf.identity(v.read_value()) for v in variables]
 
 
+@shared_parameters
 def alltoall(
     tensor: Any,
     splits: Any = None,
@@ -262,9 +253,7 @@ def alltoall(
     :param name: a name for the operation, the same on every rank (inside a graph, prefixed with the current name
         scope); by default one is generated from the order of the calls.
     :param ignore_name_scope: use ``name`` as it is, without the current name scope.
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param process_set: |shared|
     """
     received, received_splits = mpi_ops.alltoall_tensor(
         tf.convert_to_tensor(tensor), splits, engine_name("alltoall", name, ignore_name_scope), process_set
@@ -272,6 +261,7 @@ def alltoall(
     return (received, received_splits) if splits is not None else received
 
 
+@shared_parameters
 def reducescatter(
     tensor: Any,
     device_dense: str = "",
@@ -289,17 +279,14 @@ def reducescatter(
     :param tensor: the tensor to reduce, the same shape and dtype on every rank; its first dimension is scattered.
     :param device_dense: accepted for Horovod's signature (the device dense tensors are reduced on); hvd reduces on the
         CPU, where its backends read tensors, and ignores it.
-    :param compression: compresses the tensor for the wire and decompresses the result, e.g. ``Compression.fp16``
-        (default ``Compression.none``).
-    :param op: the reduction: ``Average`` (the default) or ``Sum``; any other raises ``UnsupportedOperationError``.
+    :param compression: |shared|
+    :param op: |shared:reducescatter_op|
     :param name: a name for the operation, the same on every rank (inside a graph, prefixed with the current name
         scope); by default one is generated from the order of the calls.
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param process_set: |shared|
     :param ignore_name_scope: use ``name`` as it is, without the current name scope.
-    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    :param prescale_factor: |shared|
+    :param postscale_factor: |shared|
     """
     compressed, ctx = compression.compress(tf.convert_to_tensor(tensor))
     reduced = mpi_ops.reducescatter_tensors(
@@ -314,6 +301,7 @@ def reducescatter(
     return compression.decompress(reduced, ctx)
 
 
+@shared_parameters
 def grouped_reducescatter(
     tensors: Sequence[Any],
     device_dense: str = "",
@@ -330,17 +318,14 @@ def grouped_reducescatter(
     :param tensors: the tensors reduced and scattered as one group (each as for :func:`reducescatter`).
     :param device_dense: accepted for Horovod's signature (the device dense tensors are reduced on); hvd reduces on the
         CPU, where its backends read tensors, and ignores it.
-    :param compression: compresses the tensor for the wire and decompresses the result, e.g. ``Compression.fp16``
-        (default ``Compression.none``).
-    :param op: the reduction: ``Average`` (the default) or ``Sum``; any other raises ``UnsupportedOperationError``.
+    :param compression: |shared|
+    :param op: |shared:reducescatter_op|
     :param name: a name for the operation, the same on every rank (inside a graph, prefixed with the current name
         scope); by default one is generated from the order of the calls.
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param process_set: |shared|
     :param ignore_name_scope: use ``name`` as it is, without the current name scope.
-    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    :param prescale_factor: |shared|
+    :param postscale_factor: |shared|
     """
     tensors = list(tensors)
     if not tensors:

@@ -8,10 +8,11 @@ from typing import Any
 import tensorflow as tf
 
 from horovod.common import framework_api as api
-from horovod.common.framework_api import ProcessSet, global_process_set
+from horovod.common.framework_api import ProcessSet, global_process_set, shared_parameters
 from horovod.tensorflow import collectives
 
 
+@shared_parameters
 def broadcast_variables(
     variables: Sequence[tf.Variable],
     root_rank: int,
@@ -26,9 +27,7 @@ def broadcast_variables(
     :param variables: the ``tf.Variable`` objects to overwrite with the root's values, the same on every rank and in the
         same order.
     :param root_rank: the rank whose values every rank gets.
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param process_set: |shared|
     :param inplace: accepted as Horovod takes it; the result is the same.
     """
     values = collectives.broadcast_(variables, root_rank, process_set=process_set)
@@ -78,6 +77,7 @@ class BroadcastGlobalVariablesHook(tf.compat.v1.train.SessionRunHook):  # type: 
         session.run(self.bcast_op)
 
 
+@shared_parameters
 def broadcast_object(
     obj: Any,
     root_rank: int = 0,
@@ -93,15 +93,13 @@ def broadcast_object(
     :param obj: the object to send, read on the root only (anything cloudpickle can serialise).
     :param root_rank: the rank whose object is sent (default 0).
     :param session: accepted as Horovod's graph-mode form takes it (objects travel outside the graph); ignored.
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param name: |shared|
+    :param process_set: |shared|
     """
     return api.broadcast_object(obj, root_rank, name, process_set)
 
 
+@shared_parameters
 def broadcast_object_fn(
     root_rank: int = 0,
     session: Any = None,
@@ -113,11 +111,8 @@ def broadcast_object_fn(
 
     :param root_rank: the rank whose objects are sent (default 0).
     :param session: accepted as Horovod's graph-mode form takes it (objects travel outside the graph); ignored.
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param name: |shared|
+    :param process_set: |shared|
     """
 
     def broadcast(obj: Any) -> Any:
@@ -126,6 +121,7 @@ def broadcast_object_fn(
     return broadcast
 
 
+@shared_parameters
 def allgather_object(
     obj: Any, session: Any = None, name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> list[Any]:
@@ -133,10 +129,7 @@ def allgather_object(
 
     :param obj: this rank's object (anything cloudpickle can serialise).
     :param session: accepted as Horovod's graph-mode form takes it (objects travel outside the graph); ignored.
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param name: |shared|
+    :param process_set: |shared|
     """
     return api.allgather_object(obj, name, process_set)

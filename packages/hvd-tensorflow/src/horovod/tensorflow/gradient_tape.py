@@ -13,7 +13,7 @@ from typing import Any
 import tensorflow as tf
 
 from horovod.common import framework_api as api
-from horovod.common.framework_api import Average, ProcessSet, global_process_set
+from horovod.common.framework_api import Average, ProcessSet, global_process_set, shared_parameters
 from horovod.tensorflow.compression import Compression
 from horovod.tensorflow.gradients import GradientReducer
 from horovod.tensorflow.variables import is_variable, variable_key
@@ -96,6 +96,7 @@ def _scaled(gradient: Any, factor: float) -> Any:
     return gradient * tf.cast(factor, gradient.dtype)
 
 
+@shared_parameters
 def DistributedGradientTape(
     gradtape: tf.GradientTape,
     device_dense: str = "",
@@ -120,14 +121,11 @@ def DistributedGradientTape(
         gradients.
     :param device_dense: accepted for Horovod's signature (the device dense gradients are reduced on); ignored.
     :param device_sparse: accepted for Horovod's signature (the device sparse gradients are gathered on); ignored.
-    :param compression: how gradients are compressed for the allreduce, e.g. ``Compression.fp16`` (default
-        ``Compression.none``).
+    :param compression: |shared:gradient_compression|
     :param sparse_as_dense: reduce sparse gradients (``tf.IndexedSlices``) as dense tensors instead of allgathering
         their values and indices.
-    :param op: the reduction of the gradients: ``Average`` (the default) or ``Sum``; ``Adasum`` raises
-        ``UnsupportedOperationError``.
-    :param gradient_predivide_factor: with ``op=Average``, gradients are scaled by ``1/f`` before the sum and by
-        ``f/size`` after it (default 1.0); other than 1.0 with another ``op``, ``ValueError``.
+    :param op: |shared:gradient_op|
+    :param gradient_predivide_factor: |shared|
     :param num_groups: deprecated: a number of groups, as ``groups`` takes it.
     :param groups: gradients reduced together as one grouped allreduce: a number of groups (the variables split into
         that many consecutive groups), or a list of lists of variables, each list a group. By default none; not together
@@ -149,6 +147,7 @@ def DistributedGradientTape(
     return _DistributedGradientTape(gradtape, reducer, scale_local_gradients)
 
 
+@shared_parameters
 def PartialDistributedGradientTape(
     gradtape: tf.GradientTape,
     device_dense: str = "",
@@ -170,14 +169,11 @@ def PartialDistributedGradientTape(
         gradients.
     :param device_dense: accepted for Horovod's signature (the device dense gradients are reduced on); ignored.
     :param device_sparse: accepted for Horovod's signature (the device sparse gradients are gathered on); ignored.
-    :param compression: how gradients are compressed for the allreduce, e.g. ``Compression.fp16`` (default
-        ``Compression.none``).
+    :param compression: |shared:gradient_compression|
     :param sparse_as_dense: reduce sparse gradients (``tf.IndexedSlices``) as dense tensors instead of allgathering
         their values and indices.
-    :param op: the reduction of the gradients: ``Average`` (the default) or ``Sum``; ``Adasum`` raises
-        ``UnsupportedOperationError``.
-    :param gradient_predivide_factor: with ``op=Average``, gradients are scaled by ``1/f`` before the sum and by
-        ``f/size`` after it (default 1.0); other than 1.0 with another ``op``, ``ValueError``.
+    :param op: |shared:gradient_op|
+    :param gradient_predivide_factor: |shared|
     :param groups: gradients reduced together as one grouped allreduce: a number of groups (the variables split into
         that many consecutive groups), or a list of lists of variables, each list a group. By default none; not together
         with ``num_groups``.

@@ -28,6 +28,7 @@ from horovod.common.framework_api import (
     group_names,
     handle_average_backwards_compatibility,
     process_set_id,
+    shared_parameters,
     synchronize,
 )
 from horovod.tensorflow import bridge, native
@@ -513,12 +514,11 @@ def join() -> tf.Tensor:
     return _scalar(native.ops().hvd_join())
 
 
+@shared_parameters
 def barrier(process_set: ProcessSet = global_process_set) -> tf.Tensor:
     """Blocks until every rank of the process set has reached it (in a graph: when it runs).
 
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param process_set: |shared|
     """
     if not bridge.in_graph():
         api.barrier(process_set)

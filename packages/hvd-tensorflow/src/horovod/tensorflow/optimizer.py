@@ -11,7 +11,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from horovod.common.framework_api import Average, ProcessSet, global_process_set
+from horovod.common.framework_api import Average, ProcessSet, global_process_set, shared_parameters
 from horovod.tensorflow.compression import Compression
 from horovod.tensorflow.gradients import GradientReducer
 
@@ -130,6 +130,7 @@ class _DistributedOptimizer(tf.compat.v1.train.Optimizer):  # type: ignore[misc]
         return self._optimizer.variables(*args, **kwargs)
 
 
+@shared_parameters
 def DistributedOptimizer(
     optimizer: Any,
     name: str | None = None,
@@ -154,14 +155,11 @@ def DistributedOptimizer(
     :param use_locking: use locks for the update operations, as ``tf.compat.v1.train.Optimizer`` takes it.
     :param device_dense: accepted for Horovod's signature (the device dense gradients are reduced on); ignored.
     :param device_sparse: accepted for Horovod's signature (the device sparse gradients are gathered on); ignored.
-    :param compression: how gradients are compressed for the allreduce, e.g. ``Compression.fp16`` (default
-        ``Compression.none``).
+    :param compression: |shared:gradient_compression|
     :param sparse_as_dense: reduce sparse gradients (``tf.IndexedSlices``) as dense tensors instead of allgathering
         their values and indices.
-    :param op: the reduction of the gradients: ``Average`` (the default) or ``Sum``; ``Adasum`` raises
-        ``UnsupportedOperationError``.
-    :param gradient_predivide_factor: with ``op=Average``, gradients are scaled by ``1/f`` before the sum and by
-        ``f/size`` after it (default 1.0); other than 1.0 with another ``op``, ``ValueError``.
+    :param op: |shared:gradient_op|
+    :param gradient_predivide_factor: |shared|
     :param num_groups: deprecated: a number of groups, as ``groups`` takes it.
     :param groups: gradients reduced together as one grouped allreduce: a number of groups (the variables split into
         that many consecutive groups), or a list of lists of variables, each list a group. By default none; not together

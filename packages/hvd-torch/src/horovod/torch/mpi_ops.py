@@ -56,6 +56,7 @@ from horovod.common.framework_api import (  # (Horovod's torch API re-exports th
     rank,
     remove_process_set,
     rocm_built,
+    shared_parameters,
     shutdown,
     size,
     start_timeline,
@@ -153,6 +154,7 @@ def _resolve_op(op: int | None, average: bool | None) -> int:
 _allreduce_async = _ops.submit_allreduce
 
 
+@shared_parameters
 def allreduce_async(
     tensor: torch.Tensor,
     average: bool | None = None,
@@ -169,22 +171,18 @@ def allreduce_async(
     for :func:`poll` and :func:`synchronize`, which returns the reduced tensor.
 
     :param tensor: the tensor to reduce, the same shape and dtype on every rank (CPU or CUDA). It is not modified.
-    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
-        and ``op`` raises ``ValueError``.
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
-    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``;
-        ``Adasum`` raises ``UnsupportedOperationError`` (not supported yet).
-    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param average: |shared|
+    :param name: |shared|
+    :param op: |shared|
+    :param prescale_factor: |shared|
+    :param postscale_factor: |shared|
+    :param process_set: |shared|
     """
     op = _resolve_op(op, average)
     return _allreduce_async(tensor, name, op, prescale_factor, postscale_factor, process_set, False)
 
 
+@shared_parameters
 def allreduce_async_(
     tensor: torch.Tensor,
     average: bool | None = None,
@@ -198,22 +196,18 @@ def allreduce_async_(
 
     :param tensor: the tensor to reduce, the same shape and dtype on every rank (CPU or CUDA). The result is written
         into it.
-    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
-        and ``op`` raises ``ValueError``.
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
-    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``;
-        ``Adasum`` raises ``UnsupportedOperationError`` (not supported yet).
-    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param average: |shared|
+    :param name: |shared|
+    :param op: |shared|
+    :param prescale_factor: |shared|
+    :param postscale_factor: |shared|
+    :param process_set: |shared|
     """
     op = _resolve_op(op, average)
     return _allreduce_async(tensor, name, op, prescale_factor, postscale_factor, process_set, True)
 
 
+@shared_parameters
 def allreduce(
     tensor: torch.Tensor,
     average: bool | None = None,
@@ -230,19 +224,13 @@ def allreduce(
     before the reduction, ``postscale_factor`` the result. ``compression`` compresses what is sent.
 
     :param tensor: the tensor to reduce, the same shape and dtype on every rank (CPU or CUDA).
-    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
-        and ``op`` raises ``ValueError``.
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
-    :param compression: compresses the tensor for the wire and decompresses the result, e.g. ``Compression.fp16``
-        (default ``Compression.none``).
-    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``;
-        ``Adasum`` raises ``UnsupportedOperationError`` (not supported yet).
-    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param average: |shared|
+    :param name: |shared|
+    :param compression: |shared|
+    :param op: |shared|
+    :param prescale_factor: |shared|
+    :param postscale_factor: |shared|
+    :param process_set: |shared|
     """
     op = _resolve_op(op, average)
     compressed, ctx = compression.compress(tensor)
@@ -252,6 +240,7 @@ def allreduce(
     return compression.decompress(reduced, ctx)
 
 
+@shared_parameters
 def allreduce_(
     tensor: torch.Tensor,
     average: bool | None = None,
@@ -265,17 +254,12 @@ def allreduce_(
 
     :param tensor: the tensor to reduce, the same shape and dtype on every rank (CPU or CUDA). The result is written
         into it.
-    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
-        and ``op`` raises ``ValueError``.
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
-    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``;
-        ``Adasum`` raises ``UnsupportedOperationError`` (not supported yet).
-    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param average: |shared|
+    :param name: |shared|
+    :param op: |shared|
+    :param prescale_factor: |shared|
+    :param postscale_factor: |shared|
+    :param process_set: |shared|
     """
     op = _resolve_op(op, average)
     reduced: torch.Tensor = synchronize(
@@ -305,6 +289,7 @@ def _grouped_allreduce_async(
     return handles.register(parts, list)
 
 
+@shared_parameters
 def grouped_allreduce_async(
     tensors: Sequence[torch.Tensor],
     average: bool | None = None,
@@ -319,22 +304,18 @@ def grouped_allreduce_async(
     Returns one handle; :func:`synchronize` returns the list of reduced tensors.
 
     :param tensors: the tensors to reduce as one group; each the same shape and dtype on every rank.
-    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
-        and ``op`` raises ``ValueError``.
-    :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by default
-        one is generated from the order of the calls.
-    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``;
-        ``Adasum`` raises ``UnsupportedOperationError`` (not supported yet).
-    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param average: |shared|
+    :param name: |shared:group_name|
+    :param op: |shared|
+    :param prescale_factor: |shared|
+    :param postscale_factor: |shared|
+    :param process_set: |shared|
     """
     op = _resolve_op(op, average)
     return _grouped_allreduce_async(tensors, name, op, prescale_factor, postscale_factor, process_set, False)
 
 
+@shared_parameters
 def grouped_allreduce_async_(
     tensors: Sequence[torch.Tensor],
     average: bool | None = None,
@@ -348,22 +329,18 @@ def grouped_allreduce_async_(
 
     :param tensors: the tensors to reduce as one group; each the same shape and dtype on every rank. Each result is
         written into its tensor.
-    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
-        and ``op`` raises ``ValueError``.
-    :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by default
-        one is generated from the order of the calls.
-    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``;
-        ``Adasum`` raises ``UnsupportedOperationError`` (not supported yet).
-    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param average: |shared|
+    :param name: |shared:group_name|
+    :param op: |shared|
+    :param prescale_factor: |shared|
+    :param postscale_factor: |shared|
+    :param process_set: |shared|
     """
     op = _resolve_op(op, average)
     return _grouped_allreduce_async(tensors, name, op, prescale_factor, postscale_factor, process_set, True)
 
 
+@shared_parameters
 def grouped_allreduce(
     tensors: Sequence[torch.Tensor],
     average: bool | None = None,
@@ -377,19 +354,13 @@ def grouped_allreduce(
     """Reduces a list of tensors as one unit and returns the list of results (differentiable).
 
     :param tensors: the tensors to reduce as one group; each the same shape and dtype on every rank.
-    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
-        and ``op`` raises ``ValueError``.
-    :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by default
-        one is generated from the order of the calls.
-    :param compression: compresses the tensor for the wire and decompresses the result, e.g. ``Compression.fp16``
-        (default ``Compression.none``).
-    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``;
-        ``Adasum`` raises ``UnsupportedOperationError`` (not supported yet).
-    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param average: |shared|
+    :param name: |shared:group_name|
+    :param compression: |shared|
+    :param op: |shared|
+    :param prescale_factor: |shared|
+    :param postscale_factor: |shared|
+    :param process_set: |shared|
     """
     op = _resolve_op(op, average)
     tensors = list(tensors)
@@ -402,6 +373,7 @@ def grouped_allreduce(
     return [compression.decompress(t, ctx) for t, ctx in zip(reduced, ctxs, strict=True)]
 
 
+@shared_parameters
 def grouped_allreduce_(
     tensors: Sequence[torch.Tensor],
     average: bool | None = None,
@@ -415,17 +387,12 @@ def grouped_allreduce_(
 
     :param tensors: the tensors to reduce as one group; each the same shape and dtype on every rank. Each result is
         written into its tensor.
-    :param average: deprecated, use ``op``: ``True`` is ``op=Average``, ``False`` is ``op=Sum``; giving both ``average``
-        and ``op`` raises ``ValueError``.
-    :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by default
-        one is generated from the order of the calls.
-    :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``;
-        ``Adasum`` raises ``UnsupportedOperationError`` (not supported yet).
-    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param average: |shared|
+    :param name: |shared:group_name|
+    :param op: |shared|
+    :param prescale_factor: |shared|
+    :param postscale_factor: |shared|
+    :param process_set: |shared|
     """
     op = _resolve_op(op, average)
     reduced: list[torch.Tensor] = synchronize(
@@ -434,6 +401,7 @@ def grouped_allreduce_(
     return reduced
 
 
+@shared_parameters
 def sparse_allreduce_async(
     tensor: torch.Tensor, name: str | None, op: int, process_set: ProcessSet = global_process_set
 ) -> handles.CallableHandle:
@@ -447,9 +415,7 @@ def sparse_allreduce_async(
     :param name: a name for the operation, the same on every rank, or ``None`` for one generated from the order of the
         calls.
     :param op: ``Average`` or ``Sum``; any other raises ``UnsupportedOperationError``.
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param process_set: |shared|
     """
     if not tensor.is_sparse:
         raise ValueError("sparse_allreduce_async needs a sparse COO tensor; use allreduce_async for dense tensors")
@@ -475,20 +441,19 @@ def sparse_allreduce_async(
 # --- allgather --------------------------------------------------------------------------------------
 
 
+@shared_parameters
 def allgather_async(tensor: torch.Tensor, name: str | None = None, process_set: ProcessSet = global_process_set) -> int:
     """Starts concatenating every rank's ``tensor`` along the first dimension (which may differ).
 
     :param tensor: the tensor to gather; its first dimension may differ between ranks, the others and the dtype must
         match.
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param name: |shared|
+    :param process_set: |shared|
     """
     return handles.single(_ops.allgather_async(tensor, name=name, process_set=process_set))
 
 
+@shared_parameters
 def allgather(
     tensor: torch.Tensor, name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> torch.Tensor:
@@ -498,42 +463,35 @@ def allgather(
 
     :param tensor: the tensor to gather; its first dimension may differ between ranks, the others and the dtype must
         match.
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param name: |shared|
+    :param process_set: |shared|
     """
     gathered: torch.Tensor = _differentiable(_Allgather, [tensor], tensor, name, process_set)
     return gathered
 
 
+@shared_parameters
 def grouped_allgather_async(
     tensors: Sequence[torch.Tensor], name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> int:
     """Starts allgathering a list of tensors as one unit; :func:`synchronize` returns the list.
 
     :param tensors: the tensors to gather as one group (each as for :func:`allgather`).
-    :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by default
-        one is generated from the order of the calls.
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param name: |shared:group_name|
+    :param process_set: |shared|
     """
     return handles.register(_ops.grouped_allgather_async(list(tensors), name=name, process_set=process_set), list)
 
 
+@shared_parameters
 def grouped_allgather(
     tensors: Sequence[torch.Tensor], name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> list[torch.Tensor]:
     """Allgathers a list of tensors as one unit (differentiable).
 
     :param tensors: the tensors to gather as one group (each as for :func:`allgather`).
-    :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by default
-        one is generated from the order of the calls.
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param name: |shared:group_name|
+    :param process_set: |shared|
     """
     tensors = list(tensors)
     if not tensors:
@@ -544,6 +502,7 @@ def grouped_allgather(
 # --- broadcast --------------------------------------------------------------------------------------
 
 
+@shared_parameters
 def broadcast_async(
     tensor: torch.Tensor, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> int:
@@ -551,17 +510,14 @@ def broadcast_async(
 
     :param tensor: the root's tensor is sent; on the other ranks it gives the shape and dtype (the same as the root's).
         It is not modified.
-    :param root_rank: the rank whose value is sent to every other rank (a global rank, also on a process set; it must be
-        a member).
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param root_rank: |shared|
+    :param name: |shared|
+    :param process_set: |shared|
     """
     return handles.single(_ops.broadcast_async(tensor, root_rank, name=name, process_set=process_set))
 
 
+@shared_parameters
 def broadcast_async_(
     tensor: torch.Tensor, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> int:
@@ -569,35 +525,29 @@ def broadcast_async_(
 
     :param tensor: the root's tensor is sent; on the other ranks it gives the shape and dtype (the same as the root's).
         The result is written into it.
-    :param root_rank: the rank whose value is sent to every other rank (a global rank, also on a process set; it must be
-        a member).
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param root_rank: |shared|
+    :param name: |shared|
+    :param process_set: |shared|
     """
     return handles.single(_ops.broadcast_async(tensor, root_rank, name=name, process_set=process_set, inplace=True))
 
 
+@shared_parameters
 def broadcast(
     tensor: torch.Tensor, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> torch.Tensor:
     """Returns ``root_rank``'s tensor on every rank (differentiable).
 
     :param tensor: the root's tensor is sent; on the other ranks it gives the shape and dtype (the same as the root's).
-    :param root_rank: the rank whose value is sent to every other rank (a global rank, also on a process set; it must be
-        a member).
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param root_rank: |shared|
+    :param name: |shared|
+    :param process_set: |shared|
     """
     received: torch.Tensor = _differentiable(_Broadcast, [tensor], tensor, root_rank, name, process_set)
     return received
 
 
+@shared_parameters
 def broadcast_(
     tensor: torch.Tensor, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> torch.Tensor:
@@ -605,13 +555,9 @@ def broadcast_(
 
     :param tensor: the root's tensor is sent; on the other ranks it gives the shape and dtype (the same as the root's).
         The result is written into it.
-    :param root_rank: the rank whose value is sent to every other rank (a global rank, also on a process set; it must be
-        a member).
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param root_rank: |shared|
+    :param name: |shared|
+    :param process_set: |shared|
     """
     received: torch.Tensor = synchronize(broadcast_async_(tensor, root_rank, name, process_set))
     return received
@@ -620,6 +566,7 @@ def broadcast_(
 # --- alltoall ---------------------------------------------------------------------------------------
 
 
+@shared_parameters
 def alltoall_async(
     tensor: torch.Tensor, splits: Any = None, name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> int:
@@ -631,11 +578,8 @@ def alltoall_async(
     :param tensor: the tensor whose slices (along the first dimension) are sent to the ranks.
     :param splits: how many rows go to each rank of the set, in rank order: a list or an integer tensor, summing to the
         first dimension. By default the first dimension is split into equal parts (it must divide evenly).
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param name: |shared|
+    :param process_set: |shared|
     """
 
     def finish(result: tuple[torch.Tensor, list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -652,6 +596,7 @@ def _splits_tensor(received_splits: list[int], splits: Any) -> torch.Tensor:
     return torch.as_tensor(received_splits, dtype=splits.dtype if isinstance(splits, torch.Tensor) else torch.int32)
 
 
+@shared_parameters
 def alltoall(
     tensor: torch.Tensor, splits: Any = None, name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> Any:
@@ -664,11 +609,8 @@ def alltoall(
     :param tensor: the tensor whose slices (along the first dimension) are sent to the ranks.
     :param splits: how many rows go to each rank of the set, in rank order: a list or an integer tensor, summing to the
         first dimension. By default the first dimension is split into equal parts (it must divide evenly).
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param name: |shared|
+    :param process_set: |shared|
     """
     return _differentiable(_Alltoall, [tensor], tensor, splits, name, process_set)
 
@@ -676,6 +618,7 @@ def alltoall(
 # --- reducescatter ----------------------------------------------------------------------------------
 
 
+@shared_parameters
 def reducescatter_async(
     tensor: torch.Tensor,
     name: str | None = None,
@@ -688,14 +631,11 @@ def reducescatter_async(
     gets its slice (the first ``rows % size`` ranks one row more).
 
     :param tensor: the tensor to reduce, the same shape and dtype on every rank; its first dimension is scattered.
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
-    :param op: the reduction: ``Average`` (the default) or ``Sum``; any other raises ``UnsupportedOperationError``.
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
-    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    :param name: |shared|
+    :param op: |shared:reducescatter_op|
+    :param process_set: |shared|
+    :param prescale_factor: |shared|
+    :param postscale_factor: |shared|
     """
     api.check_reduce_op(op, "reducescatter", api.REDUCESCATTER_OPS)
     return handles.single(
@@ -710,6 +650,7 @@ def reducescatter_async(
     )
 
 
+@shared_parameters
 def reducescatter(
     tensor: torch.Tensor,
     name: str | None = None,
@@ -722,16 +663,12 @@ def reducescatter(
     """Reduces over ranks and returns this rank's slice of the first dimension (differentiable).
 
     :param tensor: the tensor to reduce, the same shape and dtype on every rank; its first dimension is scattered.
-    :param name: a name for the operation, the same on every rank; by default one is generated from the order of the
-        calls (every rank must then submit its collectives in the same order).
-    :param compression: compresses the tensor for the wire and decompresses the result, e.g. ``Compression.fp16``
-        (default ``Compression.none``).
-    :param op: the reduction: ``Average`` (the default) or ``Sum``; any other raises ``UnsupportedOperationError``.
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
-    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    :param name: |shared|
+    :param compression: |shared|
+    :param op: |shared:reducescatter_op|
+    :param process_set: |shared|
+    :param prescale_factor: |shared|
+    :param postscale_factor: |shared|
     """
     compressed, ctx = compression.compress(tensor)
     reduced = _differentiable(
@@ -740,6 +677,7 @@ def reducescatter(
     return compression.decompress(reduced, ctx)
 
 
+@shared_parameters
 def grouped_reducescatter_async(
     tensors: Sequence[torch.Tensor],
     name: str | None = None,
@@ -751,14 +689,11 @@ def grouped_reducescatter_async(
     """Starts a reducescatter of a list of tensors as one unit; :func:`synchronize` returns the list.
 
     :param tensors: the tensors to reduce and scatter as one group (each as for :func:`reducescatter`).
-    :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by default
-        one is generated from the order of the calls.
-    :param op: the reduction: ``Average`` (the default) or ``Sum``; any other raises ``UnsupportedOperationError``.
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
-    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    :param name: |shared:group_name|
+    :param op: |shared:reducescatter_op|
+    :param process_set: |shared|
+    :param prescale_factor: |shared|
+    :param postscale_factor: |shared|
     """
     api.check_reduce_op(op, "grouped_reducescatter", api.REDUCESCATTER_OPS)
     parts = _ops.grouped_reducescatter_async(
@@ -772,6 +707,7 @@ def grouped_reducescatter_async(
     return handles.register(parts, list)
 
 
+@shared_parameters
 def grouped_reducescatter(
     tensors: Sequence[torch.Tensor],
     name: str | None = None,
@@ -784,16 +720,12 @@ def grouped_reducescatter(
     """Reducescatter of a list of tensors as one unit (differentiable).
 
     :param tensors: the tensors to reduce and scatter as one group (each as for :func:`reducescatter`).
-    :param name: a base name for the group, the same on every rank (member ``i`` is named ``<name>.<i>``); by default
-        one is generated from the order of the calls.
-    :param compression: compresses the tensor for the wire and decompresses the result, e.g. ``Compression.fp16``
-        (default ``Compression.none``).
-    :param op: the reduction: ``Average`` (the default) or ``Sum``; any other raises ``UnsupportedOperationError``.
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
-    :param prescale_factor: a factor every rank's input is multiplied by before the reduction (default 1.0).
-    :param postscale_factor: a factor the reduced result is multiplied by (default 1.0).
+    :param name: |shared:group_name|
+    :param compression: |shared|
+    :param op: |shared:reducescatter_op|
+    :param process_set: |shared|
+    :param prescale_factor: |shared|
+    :param postscale_factor: |shared|
     """
     tensors = list(tensors)
     if not tensors:
@@ -837,12 +769,11 @@ def join(device: int = -1) -> int:
     return api.join(device)
 
 
+@shared_parameters
 def barrier(process_set: ProcessSet = global_process_set) -> None:
     """Blocks until every rank of ``process_set`` has reached the barrier.
 
-    :param process_set: the process set the operation runs on (every member must call it; default:
-        ``global_process_set``, all ranks). A set must be registered first, with ``init(process_sets=...)`` or
-        ``add_process_set``.
+    :param process_set: |shared|
     """
     api.barrier(process_set)
 

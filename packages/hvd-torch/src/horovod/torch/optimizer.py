@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 from horovod.common import framework_api as api
-from horovod.common.framework_api import ProcessSet, global_process_set, process_set_id, split_groups
+from horovod.common.framework_api import ProcessSet, global_process_set, process_set_id, shared_parameters, split_groups
 from horovod.torch.compression import Compression, CompressorLike
 from horovod.torch.mpi_ops import (
     Adasum,
@@ -372,6 +372,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._allreduce_delay[p] = passes
 
 
+@shared_parameters
 def DistributedOptimizer(
     optimizer: torch.optim.Optimizer,
     named_parameters: Any = None,
@@ -401,9 +402,7 @@ def DistributedOptimizer(
         locally before they are allreduced, on the last one (call ``step()`` after it); default 1.
     :param op: the reduction of the gradients: ``Average`` (the default) or ``Sum``. ``Adasum``
         raises ``UnsupportedOperationError`` (not supported yet) on more than one rank.
-    :param gradient_predivide_factor: with ``op=Average``, gradients are scaled by ``1/f`` before the
-        sum and by ``f/size`` after it (default 1.0); other than 1.0 with another ``op``,
-        ``ValueError``.
+    :param gradient_predivide_factor: |shared|
     :param num_groups: deprecated name of ``groups`` as a number (warns with a DeprecationWarning).
     :param groups: gradients allreduced together, as one ``grouped_allreduce``: a number of groups
         (the parameters split into that many consecutive groups), or a list of lists of parameters,

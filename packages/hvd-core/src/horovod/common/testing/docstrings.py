@@ -3,9 +3,10 @@
 Every public function of a module (the names of its ``__all__``; without one, the public names it
 defines), every public method of its public classes and the constructor of each class must document
 each of its parameters as a reST field, ``:param name:`` (or ``:param type name:``), the style
-hvd's docstrings use and Sphinx renders. A class's constructor parameters may be documented in the
-class docstring or in ``__init__``'s. ``self`` and ``cls`` need none; ``*args`` and ``**kwargs``
-need one too, written ``:param args:`` or ``:param \\*args:``.
+hvd's docstrings use and Sphinx renders; a field whose shared text was never filled in
+(``:param name: |shared|`` without ``@shared_parameters``) does not count. A class's constructor
+parameters may be documented in the class docstring or in ``__init__``'s. ``self`` and ``cls`` need
+none; ``*args`` and ``**kwargs`` need one too, written ``:param args:`` or ``:param \\*args:``.
 
 Each package's tests call it for that package's modules, in that package's own environment::
 
@@ -33,6 +34,7 @@ __all__ = ["assert_parameters_documented", "documented_parameters", "undocumente
 
 # ``:param name:``, ``:param type name:``, ``:param \*args:``, ``:param **kwargs:``.
 _PARAM_FIELD = re.compile(r"^\s*:param\s+(?:[^:]*?\s)?\\?\*{0,2}\\?\*?(?P<name>\w+)\s*:", re.MULTILINE)
+_UNFILLED_FIELD = re.compile(r":param (\w+): \|shared")
 _EXEMPT = frozenset({"self", "cls"})
 
 
@@ -59,7 +61,8 @@ def _missing(fn: Callable[..., Any], doc: str | None) -> list[str]:
     sig = _signature(fn)
     if sig is None:
         return []
-    documented = documented_parameters(doc)
+    # A field still reading |shared| was never filled (its function lacks @shared_parameters).
+    documented = documented_parameters(doc) - set(_UNFILLED_FIELD.findall(doc or ""))
     return [name for name in sig.parameters if name not in _EXEMPT and name not in documented]
 
 
