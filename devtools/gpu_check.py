@@ -20,6 +20,7 @@ import pathlib
 import subprocess
 import sys
 import time
+from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 WORK = ROOT / ".gpu-check"
@@ -42,7 +43,7 @@ CHECKS = [
 TIMEOUT_S = 420  # the whole check stays under 8 minutes there
 
 
-def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+def run(cmd: list[str], **kw: Any) -> subprocess.CompletedProcess[bytes]:
     print("+", " ".join(cmd), flush=True)
     return subprocess.run(cmd, check=True, **kw)
 
@@ -122,7 +123,7 @@ def check() -> int:
     out.mkdir(parents=True, exist_ok=True)
     python = gpu_python()
     gpu, seen = has_gpu(python)
-    summary: dict = {"python": python, "torch": seen, "checks": []}
+    summary: dict[str, Any] = {"python": python, "torch": seen, "checks": []}
     if not gpu:
         summary["error"] = f"no GPU here (torch.cuda: {seen}): run ./dev gpu-check on a GPU machine"
         (out / "summary.json").write_text(json.dumps(summary, indent=2))

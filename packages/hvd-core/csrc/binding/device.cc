@@ -38,7 +38,8 @@ hvd_stream_t AsStream(uintptr_t s) { return reinterpret_cast<hvd_stream_t>(s); }
 
 void BindDevice(nb::module_& m) {
   nb::class_<DeviceRef>(m, "Device", "A device layer's table: 'cuda' or 'simulated' (HOROVOD_DEVICE).")
-      .def(nb::new_(&Open), "kind"_a)
+      .def(
+          "__init__", [](DeviceRef* self, const std::string& kind) { new (self) DeviceRef(Open(kind)); }, "kind"_a)
       .def_prop_ro("name", [](const DeviceRef& d) { return std::string(d.table->name); })
       .def_prop_ro("count",
                    [](const DeviceRef& d) {
