@@ -72,6 +72,7 @@ TORCH_NOT_API = {
     "annotations",  # from __future__ import annotations
     "TYPE_CHECKING",  # typing's flag, for the imports type checkers see
     "lazy_exports",  # hvd-core's helper that makes the lazily loaded attributes
+    "declared_exports",  # hvd-core's helper that reads which those are (the TYPE_CHECKING imports)
 }
 
 

@@ -2,14 +2,40 @@
 
 hvd-core's plugin manager imports every plugin's ``hooks.py``, and with it the plugin's package
 ``__init__``: that must not import torch or TensorFlow. A framework package's ``__init__`` names
-where each public attribute lives and lets this module import it when it is first asked for.
+where each public attribute lives (``declared_exports`` reads that from its ``if TYPE_CHECKING:``
+block) and lets this module import it when it is first asked for.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
+import pathlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+
+def declared_exports(init_file: str) -> dict[str, str]:
+    """The names a package's ``if TYPE_CHECKING:`` block imports, by module, in ``lazy_exports``'s
+    form: the package's one list of exports.
+
+    A framework package loads its names lazily, so type checkers learn them from lines such as
+    ``from horovod.torch.mpi_ops import allreduce as allreduce`` under ``if TYPE_CHECKING:``. Reading
+    those same lines here (the source is parsed, nothing is imported) makes them the list the package
+    loads from too, instead of a second list kept alike by hand.
+
+    :param init_file: the package's ``__init__.py`` (its ``__file__``).
+    """
+    exports: dict[str, list[str]] = {}
+    for node in ast.parse(pathlib.Path(init_file).read_text(), init_file).body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for statement in node.body:
+                if isinstance(statement, ast.ImportFrom) and statement.module:
+                    names = [alias.asname or alias.name for alias in statement.names]
+                    exports.setdefault(statement.module, []).extend(names)
+    if not exports:
+        raise LookupError(f"{init_file}: no 'from ... import' lines under 'if TYPE_CHECKING:'")
+    return {module: " ".join(names) for module, names in exports.items()}
 
 
 def lazy_exports(

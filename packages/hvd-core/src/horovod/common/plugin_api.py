@@ -22,7 +22,7 @@ from horovod.common.backend_library import find_backend_library
 from horovod.common.config import failure_report_key
 from horovod.common.elastic import protocol as elastic_protocol
 from horovod.common.hookspecs import hookimpl
-from horovod.common.lazy_module import lazy_exports
+from horovod.common.lazy_module import declared_exports, lazy_exports
 from horovod.common.plugins import PluginError, PluginInfo, get_plugin_manager
 from horovod.common.registry import BackendSpec, FrameworkSpec, LibraryLocator, RendezvousStore
 from horovod.common.world import ExternalWorld, Topology
@@ -30,8 +30,9 @@ from horovod.common.world import ExternalWorld, Topology
 #: The version of this API: the major changes when a name is removed or changes meaning (never
 #: within hvd-core 0.x releases that share a minor), the minor when names are added (1.1:
 #: ``lazy_exports``, for framework packages whose ``__init__`` must not import the framework;
-#: 1.2: ``elastic_protocol``, the contract between an elastic job's driver and its workers).
-API_VERSION = (1, 2)
+#: 1.2: ``elastic_protocol``, the contract between an elastic job's driver and its workers; 1.3:
+#: ``declared_exports``, a framework package's exports read from its ``TYPE_CHECKING`` imports).
+API_VERSION = (1, 3)
 
 __all__ = [
     "API_VERSION",
@@ -43,6 +44,7 @@ __all__ = [
     "PluginInfo",
     "RendezvousStore",
     "Topology",
+    "declared_exports",
     "elastic_protocol",
     "failure_report_key",
     "find_backend_library",
