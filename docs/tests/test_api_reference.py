@@ -58,6 +58,8 @@ DOCUMENTED_MODULES = [
 TORCH_IMPLEMENTATION_MODULES = {
     "version",  # __version__ (documented)
     "adapter",
+    "async_ops",
+    "autograd",
     "compression",
     "functions",
     "handles",

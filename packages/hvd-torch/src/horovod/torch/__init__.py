@@ -96,6 +96,8 @@ if TYPE_CHECKING:
 
 _SUBMODULES = (
     "adapter",
+    "async_ops",
+    "autograd",
     "compression",
     "elastic",
     "functions",
