@@ -10,9 +10,9 @@ import sys
 import types
 
 import pytest
+from hvd_devtools.docstrings import undocumented_parameters
 
 from horovod.common.api_text import PARAMETER_TEXTS, document_parameters, shared_parameters
-from horovod.common.testing.docstrings import undocumented_parameters
 
 ROOT = pathlib.Path(os.environ.get("HVD_REPO_ROOT", pathlib.Path(__file__).resolve().parents[3]))
 

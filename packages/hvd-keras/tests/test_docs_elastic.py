@@ -7,8 +7,7 @@ from __future__ import annotations
 import pathlib
 
 import pytest
-
-from horovod.common.testing.doc_pages import load_snippets, repo_root
+from hvd_devtools.doc_pages import load_snippets, repo_root
 
 ROOT = repo_root(__file__)
 pytestmark = pytest.mark.skipif(not (ROOT / "docs" / "snippets.py").is_file(), reason=f"no docs at {ROOT / 'docs'}")

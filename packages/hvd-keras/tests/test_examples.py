@@ -9,8 +9,7 @@ import pathlib
 import re
 
 import pytest
-
-from horovod.common.testing import examples
+from hvd_devtools import examples
 
 ROOT = pathlib.Path(os.environ.get("HVD_REPO_ROOT", pathlib.Path(__file__).resolve().parents[3]))
 SCRIPT = ROOT / "examples" / "keras" / "keras_digits.py"

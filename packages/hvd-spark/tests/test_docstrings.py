@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from horovod.common.testing.docstrings import assert_parameters_documented
+from hvd_devtools.docstrings import assert_parameters_documented
 
 
 def test_every_public_parameter_is_documented() -> None:

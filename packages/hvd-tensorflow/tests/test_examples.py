@@ -8,8 +8,7 @@ import re
 import subprocess
 
 import pytest
-
-from horovod.common.testing import examples
+from hvd_devtools import examples
 
 ROOT = pathlib.Path(os.environ.get("HVD_REPO_ROOT", pathlib.Path(__file__).resolve().parents[3]))
 EXAMPLES = ROOT / "examples" / "tensorflow"

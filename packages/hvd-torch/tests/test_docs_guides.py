@@ -10,8 +10,7 @@ import pathlib
 import types
 
 import pytest
-
-from horovod.common.testing.doc_pages import load_snippets, repo_root
+from hvd_devtools.doc_pages import load_snippets, repo_root
 
 ROOT = repo_root(__file__)
 GUIDES = ROOT / "docs" / "guides"

@@ -10,15 +10,13 @@ none; ``*args`` and ``**kwargs`` need one too, written ``:param args:`` or ``:pa
 
 Each package's tests call it for that package's modules, in that package's own environment::
 
-    from horovod.common.testing.docstrings import assert_parameters_documented
+    from hvd_devtools.docstrings import assert_parameters_documented
 
     def test_docstrings_document_every_parameter():
         assert_parameters_documented(["horovod.torch", "horovod.torch.elastic"])
 
 Only code defined in hvd (a module under ``horovod.``) is checked: a method inherited from the
 framework (``torch.optim.Optimizer.step``) is the framework's to document.
-
-.. versionadded:: 0.2
 """
 
 from __future__ import annotations
