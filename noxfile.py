@@ -554,9 +554,9 @@ def _stub_difference(generated: str, checked_in: str) -> str:
 
 @lane_session("lint")
 def lint(session: nox.Session) -> None:
-    """The quality gate: ruff (check, format), clang-format over the C and C++ sources, mypy over
-    every package's src/, and the native engine's stub checked against the built extension. Every
-    step runs; the session fails at the end, naming the steps that failed."""
+    """The quality gate: ruff (check, format), the tests of devtools/, clang-format over the C and
+    C++ sources, mypy over every package's src/, and the native engine's stub checked against the
+    built extension. Every step runs; the session fails at the end, naming the steps that failed."""
     problems = _lint_config_problems()
     session.install(*LINT_TOOLS, *LINT_STUBS, STUBGEN)
     failed = []
@@ -569,6 +569,8 @@ def lint(session: nox.Session) -> None:
 
     session.chdir(ROOT)
     step("ruff check", "ruff", "check", ".")
+    # The repository's own tooling (the commit-message check of .pre-commit-config.yaml).
+    step("devtools tests", "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "devtools/tests")
     step("ruff format", "ruff", "format", "--check", ".")
     step("clang-format", "clang-format", "--dry-run", "--Werror", *_c_sources())
     # hvd-core built and installed, for the stub checks, which import the extension; the other
@@ -590,7 +592,7 @@ def lint(session: nox.Session) -> None:
         "mypy.stubtest",
         CORE_MODULE,
         "--allowlist",
-        str(ROOT / "stubtest-allowlist.txt"),
+        str(ROOT / "devtools" / "stubtest-allowlist.txt"),
         "--ignore-disjoint-bases",  # nanobind classes are disjoint bases; its stub generator does not mark them
         env={"MYPYPATH": str(stubs)},
     )
