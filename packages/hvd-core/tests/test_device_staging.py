@@ -154,6 +154,40 @@ def test_fused_async_allreduces_with_average_and_scaling() -> None:
     assert run_cluster(case, 3, env=DEVICE_ENV) == [True] * 3
 
 
+def test_repeated_operations_hit_the_cache_and_never_travel_inline() -> None:
+    """From the second step on, these are response-cache hits, whose small host tensors would travel
+    with negotiation (inline, or sent ahead): device tensors must not, their data being on the device."""
+
+    def case() -> int:
+        hvd.init()
+        me = hvd.rank()
+        t = DeviceTensors()
+        try:
+            for step in range(4):
+                w = np.full((8,), float(me + step), np.float32)
+                ws = t.put(w, busy_first=0.002)
+                enqueue(t, _core.OP_ALLREDUCE, "w", ws, w, _core.DTYPE_FLOAT32, op=hvd.Sum, inplace=True).wait()
+                expected = sum(float(r + step) for r in range(hvd.size()))
+                np.testing.assert_array_equal(t.get(ws, w), np.full_like(w, expected))
+                b = np.full((16,), me * 10 + step, np.int32)
+                bs = t.put(b, busy_first=0.002)
+                enqueue(t, _core.OP_BROADCAST, "b", bs, b, _core.DTYPE_INT32, root=0, inplace=True).wait()
+                np.testing.assert_array_equal(t.get(bs, b), np.full_like(b, step))
+                g = np.full((1, 2), me + step, np.int64)
+                h = enqueue(t, _core.OP_ALLGATHER, "g", t.put(g, busy_first=0.002), g, _core.DTYPE_INT64)
+                h.wait()
+                got = t.get(h.output_device_address, np.empty((hvd.size(), 2), np.int64))
+                np.testing.assert_array_equal(got[:, 0], [r + step for r in range(hvd.size())])
+            stats = state.context().engine.stats()
+            inline = stats["inline_reductions"] + stats["inline_broadcasts"] + stats["inline_allgathers"]
+            assert inline == 0 and stats["eager_sends"] == 0, stats
+            return int(stats["cache_hits"])
+        finally:
+            t.close()
+
+    assert all(hits > 0 for hits in run_cluster(case, 2, env=DEVICE_ENV))
+
+
 def test_allgather_result_lands_on_the_device() -> None:
     def case() -> bool:
         hvd.init()

@@ -87,9 +87,9 @@ void BindHandle(nb::module_& m) {
             }
             if (!h.status().ok()) Throw(h.status());
             if (h.device && h.device->done) {  // the caller's stream goes on after the results
-              Status st =
-                  DeviceStatus(h.device->device, h.device->device->stream_wait_event(h.caller_stream, h.device->done),
-                               "ordering the caller's stream after the operation");
+              Status st = DeviceStatus(h.device->device,
+                                       h.device->device->stream_wait_event(h.caller_stream, h.device->done.get()),
+                                       "ordering the caller's stream after the operation");
               if (!st.ok()) Throw(st);
             }
           },

@@ -70,15 +70,9 @@ class CallerBell {
 // How a device operation completes: the event recorded after its last work on the engine's
 // stream, which the caller's stream waits on. Shared by the handles of one batch.
 struct DeviceCompletion {
-  DeviceCompletion(const hvd_device_v1* d, int32_t id) : device(d), device_id(id) {}
-  ~DeviceCompletion() {
-    if (done) device->event_destroy(done);
-  }
-  DeviceCompletion(const DeviceCompletion&) = delete;
-  DeviceCompletion& operator=(const DeviceCompletion&) = delete;
   const hvd_device_v1* device;
   int32_t device_id;
-  hvd_event_t done = nullptr;
+  std::shared_ptr<void> done;  // the event (device/event_pool.h), held until the last handle goes
 };
 
 class HandleState {

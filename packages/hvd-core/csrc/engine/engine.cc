@@ -196,19 +196,21 @@ const hvd_device_v1* Engine::Device() {
   if (!device_loaded_) {
     device_loaded_ = true;
     device_ = DeviceNamed(config_.device, &device_error_);
-    if (device_) stagings_.set_device(device_);
+    if (device_) {
+      events_ = EventPool::Create(device_);
+      stagings_.set_device(device_, events_);
+    }
   }
   return device_;
 }
 
 Status Engine::MarkReady(TensorEntry& e) {
-  const hvd_device_v1* d = Device();
-  hvd_event_t ready = nullptr;
-  Status st = DeviceStatus(d, d->event_create(e.input.device_id, &ready), "an event for tensor '" + e.name + "'");
-  if (!st.ok()) return st;
-  e.ready_event = std::shared_ptr<void>(ready, [d](void* ev) { d->event_destroy(ev); });
-  e.input.ready_event = ready;
-  return DeviceStatus(d, d->event_record(ready, e.stream), "recording tensor '" + e.name + "' ready");
+  Status st;
+  e.ready_event = events_->Take(e.input.device_id, &st);
+  if (!e.ready_event) return st.WithMessage("tensor '" + e.name + "': " + st.message());
+  e.input.ready_event = e.ready_event.get();
+  return DeviceStatus(device_, device_->event_record(e.input.ready_event, e.stream),
+                      "recording tensor '" + e.name + "' ready");
 }
 
 std::shared_ptr<HandleState> Engine::Enqueue(std::unique_ptr<TensorEntry> e, HandleState::OnComplete on_complete) {

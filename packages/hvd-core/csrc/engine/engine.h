@@ -186,6 +186,7 @@ class Engine {
 
   std::mutex mu_;  // guards everything below
   const hvd_device_v1* device_ = nullptr;
+  std::shared_ptr<EventPool> events_;  // the device's, for ready and completion events
   bool device_loaded_ = false;
   std::string device_error_;
   std::condition_variable cv_;

@@ -1,6 +1,7 @@
 #include "execution/device_staging.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "device/device.h"
 #include "horovod/hvd_reduce.hpp"
@@ -42,8 +43,8 @@ std::shared_ptr<void> PinnedPool::Take(size_t bytes, Status* status) {
   });
 }
 
-DeviceStaging::DeviceStaging(const hvd_device_v1* device, int32_t device_id)
-    : device_(device), device_id_(device_id), pinned_(device) {}
+DeviceStaging::DeviceStaging(const hvd_device_v1* device, std::shared_ptr<EventPool> events, int32_t device_id)
+    : device_(device), events_(std::move(events)), device_id_(device_id), pinned_(device) {}
 
 DeviceStaging::~DeviceStaging() {
   if (stream_) device_->stream_synchronize(stream_);
@@ -105,41 +106,29 @@ Status DeviceStaging::StageIn(std::vector<std::unique_ptr<TensorEntry>>& entries
 Status DeviceStaging::StageOut(std::vector<std::unique_ptr<TensorEntry>>& entries, bool ran) {
   if (staged_.empty()) return Status::Ok();
   Batch batch;
-  batch.completion = std::make_shared<DeviceCompletion>(device_, device_id_);
-  Status st = Check(device_->event_create(device_id_, &batch.completion->done), "creating an event");
-  for (auto& e : entries) {
-    // Staged entries' views are on the host now: they are known by the record kept of them.
-    auto it = std::find_if(staged_.begin(), staged_.end(), [&](const Staged& s) { return s.entry == e.get(); });
-    if (!st.ok() || !ran || it == staged_.end() || !e->handle) continue;
-    if (it->output.data) {  // the caller's output: the result goes back into it
-      const size_t bytes = Bytes(it->output);
-      if (bytes) {
-        st = Check(device_->memcpy_async(it->output.data, e->output.data, bytes, HVD_COPY_HOST_TO_DEVICE, stream_),
+  Status st;
+  batch.completion = std::make_shared<DeviceCompletion>(DeviceCompletion{device_, device_id_, nullptr});
+  batch.completion->done = events_->Take(device_id_, &st);
+  // Entries the collective handed back for later are no longer among `entries`: they get no result.
+  std::unordered_set<const TensorEntry*> completing;
+  for (const auto& e : entries) completing.insert(e.get());
+  for (const Staged& s : staged_) {
+    TensorEntry* e = s.entry;
+    if (!st.ok() || !ran || !completing.count(e) || !e->handle) continue;
+    if (s.output.data) {  // the caller's output: the result goes back into it
+      if (const size_t bytes = Bytes(s.output)) {
+        st = Check(device_->memcpy_async(s.output.data, e->output.data, bytes, HVD_COPY_HOST_TO_DEVICE, stream_),
                    "copying the result of tensor '" + e->name + "' to the device");
       }
-    } else if (e->handle->output) {  // an engine-allocated result: device memory of the engine's
-      std::shared_ptr<Buffer> host = e->handle->output;
-      void* mem = nullptr;
-      st = Check(device_->device_alloc(device_id_, std::max<size_t>(host->bytes(), 1), &mem),
-                 "allocating " + std::to_string(host->bytes()) + " bytes for the result of tensor '" + e->name + "'");
-      if (!st.ok()) continue;
-      const hvd_device_v1* device = device_;
-      e->handle->output_device = std::shared_ptr<void>(mem, [device](void* p) { device->device_free(p); });
-      if (host->bytes()) {
-        st = Check(device_->memcpy_async(mem, host->data(), host->bytes(), HVD_COPY_HOST_TO_DEVICE, stream_),
-                   "copying the result of tensor '" + e->name + "' to the device");
-      }
-      batch.host_outputs.push_back(host);
-      e->handle->output = nullptr;
+    } else if (e->handle->output) {  // an engine-allocated result: into device memory of the engine's
+      st = ResultToDevice(*e, &batch);
     }
   }
-  if (st.ok()) st = Check(device_->event_record(batch.completion->done, stream_), "recording an event");
+  if (st.ok()) st = Check(device_->event_record(batch.completion->done.get(), stream_), "recording an event");
   // Every staged entry, completed now or handed back for later, is the caller's own again.
   for (const Staged& s : staged_) {
     s.entry->input = s.input;
     s.entry->output = s.output;
-  }
-  for (const Staged& s : staged_) {
     if (s.entry->handle) s.entry->handle->device = batch.completion;
   }
   batch.pinned = std::move(batch_pinned_);
@@ -149,11 +138,27 @@ Status DeviceStaging::StageOut(std::vector<std::unique_ptr<TensorEntry>>& entrie
   return st;
 }
 
+Status DeviceStaging::ResultToDevice(TensorEntry& e, Batch* batch) {
+  std::shared_ptr<Buffer> host = std::move(e.handle->output);
+  void* mem = nullptr;
+  Status st = Check(device_->device_alloc(device_id_, std::max<size_t>(host->bytes(), 1), &mem),
+                    "allocating " + std::to_string(host->bytes()) + " bytes for the result of tensor '" + e.name + "'");
+  if (!st.ok()) return st;
+  const hvd_device_v1* device = device_;
+  e.handle->output_device = std::shared_ptr<void>(mem, [device](void* p) { device->device_free(p); });
+  if (host->bytes()) {
+    st = Check(device_->memcpy_async(mem, host->data(), host->bytes(), HVD_COPY_HOST_TO_DEVICE, stream_),
+               "copying the result of tensor '" + e.name + "' to the device");
+  }
+  batch->host_outputs.push_back(std::move(host));  // read by that copy until the batch's event
+  return st;
+}
+
 void DeviceStaging::Reclaim() {
   size_t kept = 0;
   for (size_t i = 0; i < in_flight_.size(); ++i) {
     int done = 0;
-    if (device_->event_query(in_flight_[i].completion->done, &done) == HVD_OK && !done) {
+    if (device_->event_query(in_flight_[i].completion->done.get(), &done) == HVD_OK && !done) {
       in_flight_[kept++] = std::move(in_flight_[i]);
     }
   }
@@ -163,7 +168,7 @@ void DeviceStaging::Reclaim() {
 DeviceStaging* DeviceStagings::For(int32_t device_id, Status* status) {
   std::unique_ptr<DeviceStaging>& s = by_device_[device_id];
   if (!s) {
-    auto made = std::make_unique<DeviceStaging>(device_, device_id);
+    auto made = std::make_unique<DeviceStaging>(device_, events_, device_id);
     *status = made->Init();
     if (!status->ok()) return nullptr;
     s = std::move(made);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/handle.h"
+#include "device/event_pool.h"
 #include "horovod/hvd_device.h"
 
 namespace hvdcore {
@@ -34,7 +35,7 @@ class PinnedPool {
 // copies back may still be running.
 class DeviceStaging {
  public:
-  DeviceStaging(const hvd_device_v1* device, int32_t device_id);
+  DeviceStaging(const hvd_device_v1* device, std::shared_ptr<EventPool> events, int32_t device_id);
   ~DeviceStaging();
   DeviceStaging(const DeviceStaging&) = delete;
   DeviceStaging& operator=(const DeviceStaging&) = delete;
@@ -64,8 +65,11 @@ class DeviceStaging {
     std::vector<std::shared_ptr<Buffer>> host_outputs;
   };
   Status Check(int rc, const std::string& what) const;
+  // An engine-allocated result (allgather, alltoall, reducescatter) copied into device memory.
+  Status ResultToDevice(TensorEntry& e, Batch* batch);
 
   const hvd_device_v1* device_;
+  std::shared_ptr<EventPool> events_;
   const int32_t device_id_;
   hvd_stream_t stream_ = nullptr;
   hvd_event_t copied_in_ = nullptr;
@@ -78,8 +82,11 @@ class DeviceStaging {
 // The engine's DeviceStaging of each device it has met, made on first use; engine thread only.
 class DeviceStagings {
  public:
-  // The device tensors are on; set before the first device operation runs.
-  void set_device(const hvd_device_v1* device) { device_ = device; }
+  // The device tensors are on, and its events; set before the first device operation runs.
+  void set_device(const hvd_device_v1* device, std::shared_ptr<EventPool> events) {
+    device_ = device;
+    events_ = std::move(events);
+  }
   // Null, with the failure in *status, when the device's stream cannot be made.
   DeviceStaging* For(int32_t device_id, Status* status);
   void Reclaim();
@@ -88,6 +95,7 @@ class DeviceStagings {
 
  private:
   const hvd_device_v1* device_ = nullptr;
+  std::shared_ptr<EventPool> events_;
   std::map<int32_t, std::unique_ptr<DeviceStaging>> by_device_;
 };
 
