@@ -23,8 +23,8 @@ pytestmark = pytest.mark.usefixtures("transport")
 
 
 def test_function_table() -> None:
-    table = _abi.load()
-    assert table.abi_version == 1 and table.struct_size == _abi.ctypes.sizeof(_abi._Table)
+    table = _abi.load().table
+    assert table.abi_version == 1 and table.struct_size == _abi.ctypes.sizeof(_abi.Table)
     assert table.name == b"gloo" and table.version.decode() == __version__
     assert table.device_kinds == _abi.DEVICE_CPU and table.capabilities == _abi.CAP_SEND_RECV | _abi.CAP_LOW_PRECISION
 
@@ -216,13 +216,13 @@ def test_invalid_arguments_are_refused_without_breaking_the_communicator() -> No
 
 
 def test_comm_create_refuses_what_it_cannot_serve() -> None:
-    table, store = _abi.load(), _abi.Store()
+    library, store = _abi.load(), _abi.Store()
     with pytest.raises(RuntimeError, match=r"\(1\): gloo: rank 2 is out of range for size 2"):
-        _abi.create(table, store, 2, 2, "bad", 1000)
+        _abi.create(library, store, 2, 2, "bad", 1000)
     config = _abi.Config(_abi.ctypes.sizeof(_abi.Config), 0, 1, None, b"cuda", 1000, 2, 0)
     handle = _abi.ctypes.c_void_p()
     error = _abi.ctypes.create_string_buffer(256)
-    rc = table.comm_create(
+    rc = library.table.comm_create(
         _abi.ctypes.byref(config), _abi.ctypes.byref(store.struct), _abi.ctypes.byref(handle), error, 256
     )
     assert rc == _abi.UNSUPPORTED and b"CPU" in error.value and not handle.value

@@ -74,7 +74,7 @@ def device() -> Device:
 
 
 @pytest.fixture(scope="session")
-def loaded(fake_nccl_path: Path, device: Device) -> tuple[_abi.Backend, Fake]:
+def loaded(fake_nccl_path: Path, device: Device) -> tuple[_abi.BackendLibrary, Fake]:
     from horovod.backends.nccl import backend_library, nccl_library
 
     path = backend_library()
@@ -82,16 +82,16 @@ def loaded(fake_nccl_path: Path, device: Device) -> tuple[_abi.Backend, Fake]:
     assert (version, origin) == ("2.30.7", str(fake_nccl_path))
     fake = Fake(fake_nccl_path)
     fake.lib.fake_nccl_attach(device.address)
-    return _abi.Backend(path), fake
+    return _abi.BackendLibrary(path), fake
 
 
 @pytest.fixture
-def backend(loaded: tuple[_abi.Backend, Fake]) -> _abi.Backend:
+def backend(loaded: tuple[_abi.BackendLibrary, Fake]) -> _abi.BackendLibrary:
     return loaded[0]
 
 
 @pytest.fixture
-def fake(loaded: tuple[_abi.Backend, Fake]) -> Iterator[Fake]:
+def fake(loaded: tuple[_abi.BackendLibrary, Fake]) -> Iterator[Fake]:
     """The fake, its log emptied before the test and its injected errors cleared after it."""
     fake = loaded[1]
     fake.log()

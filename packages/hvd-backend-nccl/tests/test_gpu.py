@@ -30,7 +30,7 @@ from _device import Device
 from horovod.backends.nccl import backend_library, library_path, nccl_library
 
 device = Device(os.environ.get("HVD_GPU_TEST_DEVICE", "cuda"))  # another only to try the test itself
-backend = _abi.Backend(library_path())
+backend = _abi.BackendLibrary(library_path())
 report = {"nccl": nccl_library.loaded(backend_library())}
 
 def check(name, ok, detail=""):

@@ -121,7 +121,7 @@ from _device import Device
 from horovod.backends.nccl import library_path
 
 device = Device("simulated")  # set_device works; NCCL then finds no GPU itself
-backend = _abi.Backend(library_path())
+backend = _abi.BackendLibrary(library_path())
 
 def member(comm):
     buf = comm.upload(np.ones(4, np.float32))

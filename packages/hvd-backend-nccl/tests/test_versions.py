@@ -32,7 +32,7 @@ except OSError as error:
 device = Device("simulated")
 fake = Fake(os.environ["FAKE_NCCL_PATH"])
 fake.lib.fake_nccl_attach(device.address)
-backend = _abi.Backend(path)
+backend = _abi.BackendLibrary(path)
 
 def member(comm):
     buf = comm.upload(np.ones(4, np.float32))
