@@ -43,7 +43,7 @@ class Inactive(NamedTuple):
 
 
 _NO_AUTOTUNE = "hvd has no autotuning yet (the tunables keep the values given, or Horovod's defaults)"
-_NO_GPU = "hvd has no GPU path yet"
+_NO_GPU = "hvd's engine stages GPU tensors through its CPU backend and runs no NCCL operations of its own yet"
 
 #: Horovod's knobs that hvd accepts but does not act on, with why: the one list of them. Each one
 #: that is set is named in a single warning (by rank 0, once per process), so nobody believes they
@@ -72,10 +72,11 @@ INACTIVE_KNOBS: dict[str, Inactive] = {
     "HOROVOD_DISABLE_GROUP_FUSION": Inactive(
         "hvd does not implement keeping grouped operations out of fusion yet", switch=True
     ),
-    "HOROVOD_NUM_NCCL_STREAMS": Inactive(f"hvd has no NCCL backend yet ({_NO_GPU})"),
+    "HOROVOD_NUM_NCCL_STREAMS": Inactive(_NO_GPU),
     "HOROVOD_BATCH_D2D_MEMCOPIES": Inactive(f"it batches GPU memory copies, and {_NO_GPU}", switch=True),
     "HOROVOD_ENABLE_ASYNC_COMPLETION": Inactive(
-        f"it completes GPU operations asynchronously, and {_NO_GPU}", switch=True
+        "hvd always completes GPU operations asynchronously: with an event the caller's stream waits on",
+        switch=True,
     ),
     "HOROVOD_ENABLE_XLA_OPS": Inactive("hvd's TensorFlow ops have no XLA implementation yet", switch=True),
 }

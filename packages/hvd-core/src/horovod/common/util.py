@@ -100,7 +100,16 @@ def _device_served(kind: str, label: str) -> tuple[bool, str]:
     serving = sorted(s.name for s in backends.values() if kind in s.device_kinds and not s.in_process_only)
     if serving:
         return True, f"served by backend {', '.join(map(repr, serving))}"
-    return False, f"no installed hvd backend serves {label} tensors: hvd has no GPU path yet"
+    if kind != "cuda":
+        return False, f"no installed hvd backend serves {label} tensors"
+    # The engine stages CUDA tensors through the CPU backend wherever the CUDA runtime works.
+    from horovod.common import _core
+
+    try:
+        _core.Device("cuda")
+    except ValueError as error:
+        return False, f"no installed hvd backend serves CUDA tensors, and none can be staged: {error}"
+    return True, "staged through the CPU backend (the CUDA runtime works)"
 
 
 def mpi_built(verbose: bool = False) -> bool:
@@ -164,12 +173,14 @@ def gpu_available(ext_base_name: str, verbose: bool = False) -> bool:
     """Whether ``horovod.<ext_base_name>`` can run collectives on GPU tensors."""
     available, reason = _framework(ext_base_name)
     if available:
+        reasons = []
         for kind, label in (("cuda", "CUDA"), ("rocm", "ROCm")):
             available, reason = _device_served(kind, label)
             if available:
                 break
+            reasons.append(reason)
         else:
-            reason = "no installed hvd backend serves CUDA or ROCm tensors: hvd has no GPU path yet"
+            reason = "; ".join(reasons)
     return _report(verbose, f"horovod.{ext_base_name} on GPU", available, reason)
 
 
