@@ -235,6 +235,30 @@ def test_a_group_completes_together_and_a_name_in_flight_is_refused(entry: Entry
     assert [o.tolist() for o in outs] == [[0.0, 0.0], [1.0, 1.0]] and again.calls == 0
 
 
+@pytest.mark.parametrize(
+    ("refused", "fragment"),
+    [
+        ({"dtype": 99}, "unknown dtype code"),  # refused by the native entry itself
+        ({"ndim": 0, "op": REDUCESCATTER}, "got a scalar"),  # refused by the engine's checks
+    ],
+)
+def test_a_refused_group_member_lets_the_rest_of_its_group_run(entry: Entry, refused: dict, fragment: str) -> None:
+    # Each member is a kernel of its own (a graph's ops): the first is in flight when the second is
+    # refused, and must complete, not wait for it forever.
+    group = {"reduce_op": hvd.Sum, "group_id": 11, "group_size": 2}
+    kind = refused.pop("op", ALLREDUCE)
+    data = np.ones((2, 1), np.float32)
+    output = np.zeros_like(data) if kind == ALLREDUCE else None
+    status, _, first = entry.submit(kind, "part.0", data, output=output, **group)
+    assert status == OK
+    status, error, second = entry.submit(kind, "part.1", data, output=output, **group, **refused)
+    assert status == INVALID_ARGUMENT and fragment in error, error
+    assert _completed(first).status == OK and second.calls == 0
+    # Its names are free again.
+    status, _, again = entry.submit(kind, "part.1", data, output=np.zeros_like(data) if output is not None else None)
+    assert status == OK and _completed(again).status == OK
+
+
 def test_without_a_running_instance_submissions_are_refused_as_aborted() -> None:
     entry = Entry()
     data = np.ones(1, np.float32)

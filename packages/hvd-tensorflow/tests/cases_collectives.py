@@ -288,6 +288,20 @@ def case_mismatches(mode: str) -> None:
             assert name in message and fragment in message, message
         else:
             raise AssertionError(f"{mode}: {name} did not raise")
+    # A member of a group refused on submission (a scalar cannot be scattered) raises, and its
+    # partner, submitted by another op of the same graph, runs instead of waiting for it forever.
+    try:
+        run_in_mode(
+            mode,
+            lambda x, s: hvd.grouped_reducescatter([x, s], op=hvd.Sum, name="mm.group"),
+            np.zeros((n, 1), np.float32),
+            np.array(float(rank), np.float32),
+        )
+    except expected_error_types() as error:
+        message = str(error)
+        assert "scalar" in message or "rank 1" in message, message
+    else:
+        raise AssertionError(f"{mode}: a scalar in grouped_reducescatter did not raise")
     assert run_in_mode("eager", lambda x: hvd.allreduce(x, op=hvd.Sum, name="mm.after"), np.ones(1, np.float32))[
         0
     ] == float(n)

@@ -80,6 +80,16 @@ void BindEngine(nb::module_& m) {
           "caller's stream (the runtime's handle as an integer; 0 for the default stream): the operation "
           "reads the tensor after the work queued there so far, and waiting on the handle makes that "
           "stream wait for the result.")
+      .def(
+          "refuse",
+          [](Engine& eng, int op_type, const std::string& name, int process_set, int64_t group_id, int group_size,
+             const std::string& why) {
+            if (op_type < 0 || op_type >= kOpTypeCount) Throw(Status::InvalidArgument("unknown op type"));
+            eng.Refuse((OpType)op_type, name, process_set, group_id, group_size, why);
+          },
+          "op_type"_a, "name"_a, "process_set"_a, "group_id"_a, "group_size"_a, "why"_a,
+          "Negotiates a group member this rank could not submit, so that the rest of its group runs and "
+          "every rank's copy of it fails with `why` (nothing when the name is already in flight).")
       .def("add_process_set", &Engine::AddProcessSet, "ranks"_a)
       .def("remove_process_set", &Engine::RemoveProcessSet, "id"_a)
       .def("process_sets",

@@ -85,6 +85,14 @@ void ReportCompletion(hvd_fw_done_fn done, void* user_data, HandleState& h) {
   done(user_data, &result);
 }
 
+// A refused member of a group is negotiated all the same (Engine::Refuse), or its partners, already
+// submitted by other kernels, would wait for it forever.
+void RefuseInGroup(const hvd_fw_request* r, const Status& why) {
+  if (!r || r->group_id < 0 || !r->name || r->op > HVD_FW_REDUCESCATTER) return;
+  std::lock_guard<std::mutex> lk(g_engine_mu);
+  if (g_engine) g_engine->Refuse((OpType)r->op, r->name, r->process_set_id, r->group_id, r->group_size, why.message());
+}
+
 uint32_t Submit(const hvd_fw_request* request, hvd_fw_done_fn done, void* user_data, char* error, size_t error_size) {
   try {
     if (!request || !done) Throw(Status::InvalidArgument("submit needs a request and a done callback"));
@@ -94,6 +102,7 @@ uint32_t Submit(const hvd_fw_request* request, hvd_fw_done_fn done, void* user_d
     g_engine->Enqueue(std::move(entry), [done, user_data](HandleState& h) { ReportCompletion(done, user_data, h); });
     return HVD_FW_OK;
   } catch (const StatusError& e) {
+    RefuseInGroup(request, e.status);
     CopyMessage(e.status.message(), error, error_size);
     return (uint32_t)e.status.code();
   } catch (const std::exception& e) {  // out of memory, say: never across the C boundary

@@ -172,6 +172,9 @@ struct TensorEntry {
   std::vector<int32_t> ranks;  // add_process_set members / remove_process_set id
   std::shared_ptr<HandleState> handle;
   int64_t enqueued_us = 0;
+  // Non-empty: the operation was refused when submitted (a member of a group, negotiated all the
+  // same so that its partners are not left waiting for it: Engine::Refuse).
+  std::string refusal;
   // Device tensors: the caller's stream, and the event recorded on it when the operation was
   // submitted (input.ready_event), destroyed with the entry.
   hvd_stream_t stream = nullptr;

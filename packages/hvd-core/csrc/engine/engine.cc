@@ -254,10 +254,11 @@ std::shared_ptr<HandleState> Engine::Enqueue(std::unique_ptr<TensorEntry> e, Han
     device_kinds |= device_->device_kind;
   }
   Status st = ValidateEntry(*e, ps->size(), device_kinds);
-  if (!st.ok()) throw StatusError{st};
-  if (e->input.device_kind != HVD_DEVICE_CPU && e->input.num_elements() > 0) {
-    st = MarkReady(*e);
-    if (!st.ok()) throw StatusError{st};
+  if (st.ok() && e->input.device_kind != HVD_DEVICE_CPU && e->input.num_elements() > 0) st = MarkReady(*e);
+  if (!st.ok()) {
+    // Refused alone, a group member would leave its partners waiting for it on every rank.
+    if (e->group_id >= 0) QueueRefusal(lk, *ps, e->type, e->name, e->group_id, e->group_size, st.message());
+    throw StatusError{st};
   }
   if (!ps->in_flight.insert(e->name).second) {
     throw StatusError{Status::InvalidArgument(std::string(OpTypeName(e->type)) + " of tensor '" + e->name +
@@ -271,6 +272,40 @@ std::shared_ptr<HandleState> Engine::Enqueue(std::unique_ptr<TensorEntry> e, Han
   handle->caller_stream = e->stream;
   e->handle = handle;
   e->enqueued_us = NowMicros();
+  const bool wake = Push(std::move(e));
+  lk.unlock();
+  if (wake) cv_.notify_one();  // a busy loop drains the queue at its next cycle anyway
+  handle->CountAsWaiting();    // an operation awaited by a callback: its caller waits now
+  return handle;
+}
+
+void Engine::QueueRefusal(std::unique_lock<std::mutex>& lk, ProcessSet& ps, OpType type, const std::string& name,
+                          int64_t group_id, int32_t group_size, const std::string& why) {
+  // A name the wire cannot carry was refused for that; nobody else can have negotiated it either.
+  if (group_id < 0 || group_size < 1 || name.empty() || name.size() > kMaxNameBytes) return;
+  if (!ps.in_flight.insert(name).second) return;
+  auto e = std::make_unique<TensorEntry>();
+  e->name = name;
+  e->type = type;
+  e->process_set_id = ps.id;
+  e->group_id = group_id;
+  e->group_size = group_size;
+  e->refusal = why.substr(0, 4096);  // a reason, not a payload
+  e->handle = std::make_shared<HandleState>(bell_);  // its caller has its error already: nobody waits
+  e->enqueued_us = NowMicros();
+  const bool wake = Push(std::move(e));
+  lk.unlock();
+  if (wake) cv_.notify_one();
+}
+
+void Engine::Refuse(OpType type, const std::string& name, int32_t process_set_id, int64_t group_id, int32_t group_size,
+                    const std::string& why) {
+  std::unique_lock<std::mutex> lk(mu_);
+  ProcessSet* ps = running_ ? FindSet(process_set_id) : nullptr;
+  if (ps && ps->member() && !name.empty()) QueueRefusal(lk, *ps, type, name, group_id, group_size, why);
+}
+
+bool Engine::Push(std::unique_ptr<TensorEntry> e) {
   // Only the first of a burst wakes the loop, which then waits for the rest (AwaitWork), and only
   // if the loop would otherwise sleep past the burst's cycle: waking a thread costs the caller tens
   // of microseconds on a virtual machine, for each gradient of a backward pass. A caller that
@@ -282,10 +317,7 @@ std::shared_ptr<HandleState> Engine::Enqueue(std::unique_ptr<TensorEntry> e, Han
     wake = loop_waiting_ && loop_wakes_at_ > first_enqueue_ + cycle_;
   }
   queue_.push_back(std::move(e));
-  lk.unlock();
-  if (wake) cv_.notify_one();  // a busy loop drains the queue at its next cycle anyway
-  handle->CountAsWaiting();    // an operation awaited by a callback: its caller waits now
-  return handle;
+  return wake;
 }
 
 std::shared_ptr<HandleState> Engine::AddProcessSet(std::vector<int32_t> ranks) {

@@ -91,6 +91,12 @@ class Engine {
   // engine's cycle (its own, or a caller's: HelpWithCycle).
   std::shared_ptr<HandleState> Enqueue(std::unique_ptr<TensorEntry> entry,
                                        HandleState::OnComplete on_complete = nullptr);
+  // Negotiates a member of a group that this rank could not submit (refused at submission, here or
+  // in a framework's own checks), so that its partners are not left waiting for it: the coordinator
+  // answers it with an error carrying `why`, and the rest of the group runs. Nothing happens when
+  // the name is already in flight (Enqueue refused it itself) or the group is not a group.
+  void Refuse(OpType type, const std::string& name, int32_t process_set_id, int64_t group_id, int32_t group_size,
+              const std::string& why);
   std::shared_ptr<HandleState> AddProcessSet(std::vector<int32_t> ranks);
   std::shared_ptr<HandleState> RemoveProcessSet(int32_t id);
   std::vector<ProcessSetInfo> ProcessSets();
@@ -151,6 +157,11 @@ class Engine {
   const hvd_device_v1* Device();
   // Records a device entry's ready event on the caller's stream (requires mu_).
   Status MarkReady(TensorEntry& e);
+  // Queues a refused group member in `ps` (requires mu_, through `lk`, which it may release).
+  void QueueRefusal(std::unique_lock<std::mutex>& lk, ProcessSet& ps, OpType type, const std::string& name,
+                    int64_t group_id, int32_t group_size, const std::string& why);
+  // Puts `e` on the queue (requires mu_); returns whether the loop must be woken for it.
+  bool Push(std::unique_ptr<TensorEntry> e);
   // Fails every pending operation; when peers caused the stop, the launcher's report of a lost
   // rank is looked up and added to the error (diagnostics/failure_report.h).
   void FailEverything(const Status& status, StopCause cause);

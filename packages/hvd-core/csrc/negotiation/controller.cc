@@ -151,6 +151,7 @@ Request Controller::MakeRequest(const ProcessSet& ps, const TensorEntry& e, bool
   r.group_size = e.group_size;
   r.invalidates_cache = invalidate;
   r.ranks = e.ranks;
+  r.refusal = e.refusal;
   if (e.type == OpType::kAlltoall) r.splits = MemberSizes(e, ps.size());
   return r;
 }

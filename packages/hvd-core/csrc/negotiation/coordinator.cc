@@ -138,6 +138,14 @@ Response Coordinator::Build(const std::string& name, const Pending& p) const {
   error.names = {name};
   error.shapes = {ref.shape};
 
+  // A member that refused the operation when it was submitted: everyone gets its reason.
+  for (size_t i = 0; i < present.size(); ++i) {
+    if (!present[i]->refusal.empty()) {
+      error.error = "refused on rank " + std::to_string(ranks[i]) + ": " + present[i]->refusal;
+      return error;
+    }
+  }
+
   // Checks one property across members; on disagreement fills `error` and returns false.
   auto agree = [&](const char* what, const std::function<std::string(const Request&)>& show) {
     std::vector<std::pair<int32_t, std::string>> values;

@@ -8,8 +8,8 @@ namespace {
 // The magic numbers name both the message and the version of its layout: they change whenever the
 // layout does, so that ranks built from different versions refuse each other's messages (with an
 // error saying so) instead of misreading them. Version 2 added Request::splits and
-// Response::tensor_sizes.
-constexpr uint32_t kRequestMagic = 0x48565132;   // "HVQ2"
+// Response::tensor_sizes; requests' version 3, Request::refusal.
+constexpr uint32_t kRequestMagic = 0x48565133;   // "HVQ3"
 constexpr uint32_t kResponseMagic = 0x48565332;  // "HVS2"
 
 class Writer {
@@ -126,6 +126,7 @@ void EncodeRequests(const std::vector<Request>& requests, std::vector<uint8_t>* 
     w.Pod<int32_t>(r.group_size);
     w.Vec(r.ranks);
     w.Vec(r.splits);
+    w.Str(r.refusal);
   }
 }
 
@@ -134,8 +135,8 @@ Status DecodeRequests(const uint8_t* data, size_t size, std::vector<Request>* ou
   Reader rd(data, size);
   if (rd.Pod<uint32_t>("magic") != kRequestMagic && !rd.failed())
     rd.Fail("magic", "not a request list of this version of hvd-core");
-  // The smallest encoded request is 60 bytes; bounding the count by it stops forged counts.
-  uint32_t n = rd.Count(kMaxListItems, 60, "request count");
+  // The smallest encoded request is 64 bytes; bounding the count by it stops forged counts.
+  uint32_t n = rd.Count(kMaxListItems, 64, "request count");
   for (uint32_t i = 0; i < n && !rd.failed(); ++i) {
     Request r;
     r.rank = rd.Pod<int32_t>("rank");
@@ -161,6 +162,7 @@ Status DecodeRequests(const uint8_t* data, size_t size, std::vector<Request>* ou
     r.splits = rd.Vec<int64_t>(kMaxListItems, "splits");
     for (int64_t x : r.splits)
       if (x < 0) rd.Fail("splits", "negative split");
+    r.refusal = rd.Str(kMaxNameBytes, "refusal");
     out->push_back(std::move(r));
   }
   if (!rd.failed() && !rd.at_end()) rd.Fail("request list", "trailing bytes");

@@ -32,6 +32,9 @@ struct Request {
   // alltoall: the rows this member sends to each member (even splits written out when none were
   // given), so that the coordinator can tell every member what it receives (Response::tensor_sizes).
   std::vector<int64_t> splits;
+  // Non-empty: this member refused the operation when it was submitted, saying why; the
+  // coordinator answers it with an error (a refused member of a group still completes the group).
+  std::string refusal;
 };
 
 struct Response {

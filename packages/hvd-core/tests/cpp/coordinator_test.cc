@@ -111,6 +111,28 @@ TEST_F(CoordinatorTest, MismatchedShapesBecomeAnErrorNamingEachRank) {
   EXPECT_EQ(CollectError(), "Mismatched shapes for allreduce tensor 't': rank 0 has [2, 3]; ranks [1, 2] have [4].");
 }
 
+// A group's member refused at submission on one rank still arrives (as a refusal): the group is
+// released, the refused member as an error naming that rank, the other as an operation.
+TEST_F(CoordinatorTest, ARefusedGroupMemberReleasesItsGroup) {
+  Start(2);
+  auto member = [](int32_t rank, const std::string& name, std::string refusal) {
+    Request r = Allreduce(rank, name);
+    r.group_id = 9;
+    r.group_size = 2;
+    r.refusal = std::move(refusal);
+    return r;
+  };
+  Add({member(0, "g.0", ""), member(0, "g.1", "")});
+  Add({member(1, "g.0", "")});
+  EXPECT_TRUE(Collect().empty());  // the group waits for its second member
+  Add({member(1, "g.1", "allreduce of tensor 'g.1': unknown dtype")});
+  std::vector<Response> ready = Collect();
+  ASSERT_EQ(ready.size(), 2u);
+  EXPECT_EQ(ready[0].kind, Response::Kind::kOp);
+  EXPECT_EQ(ready[1].kind, Response::Kind::kError);
+  EXPECT_EQ(ready[1].error, "refused on rank 1: allreduce of tensor 'g.1': unknown dtype");
+}
+
 TEST_F(CoordinatorTest, MismatchedOperationsAreReportedBeforeAnythingElse) {
   Start(2);
   Request gather = Allreduce(1, "t", {9});

@@ -94,6 +94,7 @@ Request SampleRequest() {
   r.invalidates_cache = true;
   r.ranks = {0, 2};
   r.splits = {5, 0, 7};
+  r.refusal = "refused: a scalar";
   return r;
 }
 
@@ -176,6 +177,7 @@ TEST(WireFormat, RequestsRoundTrip) {
   EXPECT_EQ(r.invalidates_cache, want.invalidates_cache);
   EXPECT_EQ(r.ranks, want.ranks);
   EXPECT_EQ(r.splits, want.splits);
+  EXPECT_EQ(r.refusal, want.refusal);
   EXPECT_EQ(decoded[1].type, OpType::kAlltoall);
   EXPECT_EQ(decoded[1].name, "");
   EXPECT_TRUE(decoded[1].splits.empty());
@@ -316,9 +318,10 @@ TEST(WireFormat, ForgedLengthsAreRefusedWithoutAllocating) {
   // after the shape's dimensions, the group's id and size
   const size_t ranks_count_at = shape_count_at + 4 + 8 * SampleRequest().shape.size() + 8 + 4;
   const size_t splits_count_at = ranks_count_at + 4 + 4 * SampleRequest().ranks.size();
-  ASSERT_EQ(splits_count_at + 4 + 8 * SampleRequest().splits.size(), valid.size());
+  const size_t refusal_length_at = splits_count_at + 4 + 8 * SampleRequest().splits.size();
+  ASSERT_EQ(refusal_length_at + 4 + SampleRequest().refusal.size(), valid.size());
   for (uint32_t forged : {0xFFFFFFFFu, 0xFFFFFFF0u, 0x80000000u, 1000000u, kMaxListItems, kMaxNameBytes + 1}) {
-    for (size_t at : {count_at, name_length_at, shape_count_at, ranks_count_at, splits_count_at}) {
+    for (size_t at : {count_at, name_length_at, shape_count_at, ranks_count_at, splits_count_at, refusal_length_at}) {
       Bytes message = with_u32_at(at, forged);
       ExpectCleanDecoding(message);
       std::vector<Request> decoded;

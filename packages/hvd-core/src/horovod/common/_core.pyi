@@ -347,6 +347,11 @@ class Engine:
         Submits an operation. A device tensor's buffers are on device `device_id`, and `stream` is the caller's stream (the runtime's handle as an integer; 0 for the default stream): the operation reads the tensor after the work queued there so far, and waiting on the handle makes that stream wait for the result.
         """
 
+    def refuse(self, op_type: int, name: str, process_set: int, group_id: int, group_size: int, why: str) -> None:
+        """
+        Negotiates a group member this rank could not submit, so that the rest of its group runs and every rank's copy of it fails with `why` (nothing when the name is already in flight).
+        """
+
     def add_process_set(self, ranks: Sequence[int]) -> Handle: ...
 
     def remove_process_set(self, id: int) -> Handle: ...

@@ -8,6 +8,7 @@ API of ``horovod.common`` is the same class with the numpy adapter.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import warnings
 from collections.abc import Callable, Sequence
@@ -118,12 +119,35 @@ class Collectives:
 
     @staticmethod
     def _grouped(
-        kind: str, tensors: Sequence[Any], name: str | None, submit: Callable[[Any, str, tuple[int, int]], int]
+        kind: str,
+        op_type: int,
+        tensors: Sequence[Any],
+        name: str | None,
+        process_set: ProcessSet,
+        submit: Callable[[Any, str, tuple[int, int]], int],
     ) -> list[int]:
-        """Submits each tensor as ``<name>.<i>`` of one group, so they are negotiated and run together."""
+        """Submits each tensor as ``<name>.<i>`` of one group, so they are negotiated and run together.
+
+        A member refused at submission is still negotiated, as a refusal (``Engine.refuse``; the
+        engine does so itself for what it refuses), and the rest are submitted all the same: the group
+        then completes on every rank instead of waiting for it forever. The first refusal is raised
+        once the rest of the group has run."""
         names, group_id = group_names(name or state.context().auto_name(kind), len(tensors))
         group = (group_id, len(tensors))
-        return [submit(t, n, group) for t, n in zip(tensors, names, strict=True)]
+        handles, refusal = [], None
+        for t, n in zip(tensors, names, strict=True):
+            try:
+                handles.append(submit(t, n, group))
+            except Exception as error:
+                refusal = refusal or error
+                set_id = process_set_id(process_set)
+                state.context().engine.refuse(op_type, n, set_id, group_id, len(tensors), str(error))
+        if refusal is not None:
+            for handle in handles:  # the rest of the group runs: its names are free once it has
+                with contextlib.suppress(Exception):  # the refusal is the error to raise
+                    state.context().synchronize(handle)
+            raise refusal
+        return handles
 
     # This is the per-tensor cost of every collective (a training step submits hundreds of small
     # tensors), so it is written flat: explicit arguments passed to the engine positionally, no
@@ -291,8 +315,10 @@ class Collectives:
         op = handle_average_backwards_compatibility(op, average)
         return self._grouped(
             "grouped_allreduce",
+            _core.OP_ALLREDUCE,
             tensors,
             name,
+            process_set,
             lambda t, n, g: self.submit_allreduce(t, n, op, prescale_factor, postscale_factor, process_set, inplace, g),
         )
 
@@ -334,7 +360,12 @@ class Collectives:
         :param process_set: |shared|
         """
         return self._grouped(
-            "grouped_allgather", tensors, name, lambda t, n, g: self.allgather_async(t, n, process_set, g)
+            "grouped_allgather",
+            _core.OP_ALLGATHER,
+            tensors,
+            name,
+            process_set,
+            lambda t, n, g: self.allgather_async(t, n, process_set, g),
         )
 
     @shared_parameters
@@ -451,8 +482,10 @@ class Collectives:
         """
         return self._grouped(
             "grouped_reducescatter",
+            _core.OP_REDUCESCATTER,
             tensors,
             name,
+            process_set,
             lambda t, n, g: self.reducescatter_async(t, n, op, process_set, prescale_factor, postscale_factor, g),
         )
 
