@@ -302,6 +302,13 @@ def case_mismatches(mode: str) -> None:
         assert "scalar" in message or "rank 1" in message, message
     else:
         raise AssertionError(f"{mode}: a scalar in grouped_reducescatter did not raise")
+    # Float splits would be truncated: refused (at graph construction in a graph), naming the dtype.
+    try:
+        run_in_mode(mode, lambda x: hvd.alltoall(x, splits=[1.0] * n, name="mm.splits"), np.ones((n, 1), np.float32))
+    except ValueError as error:
+        assert "splits must be integers" in str(error) and "float32" in str(error), error
+    else:
+        raise AssertionError(f"{mode}: float splits did not raise")
     assert run_in_mode("eager", lambda x: hvd.allreduce(x, op=hvd.Sum, name="mm.after"), np.ones(1, np.float32))[
         0
     ] == float(n)

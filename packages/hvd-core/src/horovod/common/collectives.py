@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import numbers
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -412,12 +413,13 @@ class Collectives:
         :param name: |shared|
         :param process_set: |shared|
         """
-        split_list = None if splits is None else [int(s) for s in _flatten(splits)]
+        name = name or state.context().auto_name("alltoall")
+        split_list = None if splits is None else integer_splits(splits, f"alltoall of tensor '{name}'")
         a = self.adapter
         return self._submit(
             _core.OP_ALLTOALL,
             tensor,
-            name or state.context().auto_name("alltoall"),
+            name,
             process_set,
             output_like_input=False,
             finish=lambda h, prepared, out: (a.from_engine(h, prepared), list(h.received_splits)),
@@ -488,6 +490,22 @@ class Collectives:
             process_set,
             lambda t, n, g: self.reducescatter_async(t, n, op, process_set, prescale_factor, postscale_factor, g),
         )
+
+
+def non_integer_splits_error(what: str, got: str) -> ValueError:
+    """The error for splits that are not integers: a float split would be truncated, moving other
+    rows than asked. ``what`` names the operation and tensor."""
+    return ValueError(f"{what}: splits must be integers, got {got}")
+
+
+def integer_splits(splits: Any, what: str) -> list[int]:
+    """``splits`` (a list, a tuple, or an array or tensor with ``tolist``) as a list of ints; any
+    value that is not an integer raises :func:`non_integer_splits_error`."""
+    values = _flatten(splits)
+    for position, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise non_integer_splits_error(what, f"{value!r} ({type(value).__name__}) at position {position}")
+    return [int(v) for v in values]
 
 
 def _flatten(values: Any) -> list[Any]:

@@ -54,7 +54,9 @@ from horovod.common.collectives import (
     barrier,
     group_names,
     handle_average_backwards_compatibility,
+    integer_splits,
     join,
+    non_integer_splits_error,
     poll,
     synchronize,
 )
@@ -85,8 +87,9 @@ T = TypeVar("T")
 #: optimizers; ``position_in_set``. 1.3: ``UnsupportedOperationError``, ``check_reduce_op``,
 #: ``ALLREDUCE_OPS`` and ``REDUCESCATTER_OPS``, to refuse a reduction hvd does not run before
 #: submitting it. 1.4: ``shared_parameters``, ``document_parameters`` and ``PARAMETER_TEXTS``, the
-#: text of parameters many functions share, written once).
-API_VERSION = (1, 4)
+#: text of parameters many functions share, written once. 1.5: ``integer_splits`` and
+#: ``non_integer_splits_error``, which refuse alltoall splits that are not integers).
+API_VERSION = (1, 5)
 
 #: Device kinds a tensor adapter reports in ``describe`` (``DTYPE_CODES`` maps dtype names, such as
 #: ``"float32"`` or ``"bfloat16"``, to the engine's dtype codes).
@@ -305,6 +308,7 @@ __all__ = [
     "group_names",
     "handle_average_backwards_compatibility",
     "init",
+    "integer_splits",
     "is_homogeneous",
     "is_initialized",
     "join",
@@ -315,6 +319,7 @@ __all__ = [
     "mpi_threads_supported",
     "native_entry",
     "nccl_built",
+    "non_integer_splits_error",
     "poll",
     "position_in_set",
     "process_set_id",

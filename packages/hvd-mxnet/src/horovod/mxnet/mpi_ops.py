@@ -575,7 +575,7 @@ def alltoall(
     if splits is not None:
         if isinstance(splits, mx.nd.NDArray):
             splits = splits.asnumpy()
-        split_list = [int(s) for s in np.asarray(splits).reshape(-1)]
+        split_list = api.integer_splits(splits, f"alltoall of tensor '{name or 'alltoall'}'")
     handle = _waiting.alltoall_async(tensor, split_list, name=name, process_set=process_set)
     received, received_splits = raising_mxnet_errors(api.synchronize, handle)
     if splits is None:

@@ -221,12 +221,21 @@ def raw_reducescatter(
     return bridge.run(tensors, submit, list, graph_op, [_leading_unknown(t.shape) for t in tensors])
 
 
+def _integer_splits(splits: Any, name: str) -> tf.Tensor:
+    """``splits`` as the kernels take them (int32), refusing any other than integers, in every
+    mode (a dtype is known when a graph is built)."""
+    given = tf.convert_to_tensor(splits)
+    if not given.dtype.is_integer:
+        raise api.non_integer_splits_error(f"alltoall of tensor '{name}'", f"a tensor of {given.dtype.name}")
+    return tf.cast(given, tf.int32)
+
+
 def raw_alltoall(
     tensor: tf.Tensor, splits: tf.Tensor | None, name: str, process_set: ProcessSet
 ) -> tuple[tf.Tensor, tf.Tensor]:
     tensor = bridge.as_tensor(tensor)
     # An empty splits tensor asks for an even split (the kernels' convention).
-    split_tensor = tf.zeros([0], tf.int32) if splits is None else tf.cast(tf.convert_to_tensor(splits), tf.int32)
+    split_tensor = tf.zeros([0], tf.int32) if splits is None else _integer_splits(splits, name)
 
     def submit(arrays: list[np.ndarray]) -> list[int]:
         split_list = [int(s) for s in arrays[1].reshape(-1)] or None

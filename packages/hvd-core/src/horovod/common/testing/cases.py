@@ -459,6 +459,10 @@ def case_call_time_errors() -> None:
     expect_error(ValueError, ("root rank", "out of range"), lambda: hvd.broadcast(np.ones(2), root_rank=n))
     expect_error(ValueError, ("splits sum to",), lambda: hvd.alltoall(np.ones(4), splits=[5] + [0] * (n - 1)))
     expect_error(ValueError, ("one per rank",), lambda: hvd.alltoall(np.ones(4), splits=[1] * (n + 1)))
+    # A float split would be truncated, moving other rows than asked: refused, whatever holds it.
+    floats = [4.0] + [0.0] * (n - 1)
+    expect_error(ValueError, ("splits must be integers", "4.0"), lambda: hvd.alltoall(np.ones(4), splits=floats))
+    expect_error(ValueError, ("splits must be integers",), lambda: hvd.alltoall(np.ones(4), splits=np.array(floats)))
     expect_error(ValueError, ("bool",), lambda: hvd.allreduce(np.ones(2, bool), op=hvd.Sum))
     expect_error(ValueError, ("Adasum",), lambda: hvd.allreduce(np.ones(2), op=hvd.Adasum))
     expect_error(ValueError, ("at least one dimension",), lambda: hvd.allgather(np.float32(1)))
