@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import sys
 import types
@@ -41,8 +42,11 @@ HOROVODS_NAMES = [
 
 @pytest.fixture(autouse=True)
 def _only_test_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """A registry holding hvd-core's in-memory backend and what each test registers, nothing installed."""
-    monkeypatch.setenv("HOROVOD_PLUGINS_DISABLE", "runner")
+    """A registry holding hvd-core's in-memory backend and what each test registers, nothing installed:
+    every other plugin installed beside hvd-core (hvd-torch's, hvd-backend-gloo's...) is disabled, or
+    a test's framework or backend would clash with the real one of its name."""
+    installed = {entry.name for entry in importlib.metadata.entry_points(group="horovod")} - {"core"}
+    monkeypatch.setenv("HOROVOD_PLUGINS_DISABLE", ",".join(sorted(installed)))
     monkeypatch.delenv("HOROVOD_PLUGINS_TRACE", raising=False)
     reset_plugin_manager()
     yield

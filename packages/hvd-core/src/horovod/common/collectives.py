@@ -494,13 +494,21 @@ class Collectives:
 
 def non_integer_splits_error(what: str, got: str) -> ValueError:
     """The error for splits that are not integers: a float split would be truncated, moving other
-    rows than asked. ``what`` names the operation and tensor."""
+    rows than asked.
+
+    :param what: the operation and its tensor, e.g. ``"alltoall of tensor 'x'"``.
+    :param got: what was given instead, e.g. ``"a tensor of float32"``.
+    """
     return ValueError(f"{what}: splits must be integers, got {got}")
 
 
 def integer_splits(splits: Any, what: str) -> list[int]:
-    """``splits`` (a list, a tuple, or an array or tensor with ``tolist``) as a list of ints; any
-    value that is not an integer raises :func:`non_integer_splits_error`."""
+    """``splits`` as a list of ints; any value that is not an integer raises
+    :func:`non_integer_splits_error`.
+
+    :param splits: a list, a tuple, or an array or tensor with ``tolist``, of integers.
+    :param what: the operation and its tensor, for the error.
+    """
     values = _flatten(splits)
     for position, value in enumerate(values):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
