@@ -35,9 +35,11 @@ BUILD_TOOLS = ["hatchling>=1.26", "scikit-build-core[hatchling]>=0.11", "nanobin
 # Test dependencies that machine lacks (the packages' pytest configuration asks for pytest-timeout).
 TEST_WHEELS = ["pytest-timeout>=2.3"]
 # What runs there, each a pytest invocation with its environment: the engine's device path on the
-# real CUDA device (the same tests CI runs on the simulated one), and hvd-backend-nccl's own tests.
+# real CUDA device (the same tests CI runs on the simulated one), hvd-torch's collectives and
+# optimizer on CUDA tensors, and hvd-backend-nccl's own tests.
 CHECKS = [
     ("device-staging-cuda", ["packages/hvd-core/tests/test_device_staging.py"], {"HVD_TEST_DEVICE": "cuda"}),
+    ("torch-cuda", ["packages/hvd-torch/tests/test_cuda.py"], {}),
     ("nccl-backend", ["packages/hvd-backend-nccl/tests"], {"HVD_TEST_DEVICE": "cuda"}),
 ]
 TIMEOUT_S = 420  # the whole check stays under 8 minutes there

@@ -550,8 +550,9 @@ def test_cuda_device_kind_gets_the_engines_error(monkeypatch: pytest.MonkeyPatch
     assert adapter.device_kind(torch.device("cpu")) == DEVICE_CPU
     describe = adapter.TorchAdapter.describe
     monkeypatch.setattr(adapter.TorchAdapter, "describe", lambda self, t: (*describe(self, t)[:2], DEVICE_CUDA))
-    # As a CUDA tensor does, it crosses through DLPack.
+    # As a CUDA tensor does, it crosses through DLPack, from device 0's default stream.
     monkeypatch.setattr(adapter.TorchAdapter, "buffer", lambda self, t: t)
+    monkeypatch.setattr(adapter.TorchAdapter, "placement", lambda self, t: (0, 0))
     cluster(case_device_kind_reaches_the_engine, 2)
 
 

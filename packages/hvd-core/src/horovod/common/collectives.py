@@ -23,10 +23,18 @@ from horovod.common.process_sets import ProcessSet, global_process_set, process_
 Average, Sum, Adasum, Min, Max, Product = 0, 1, 2, 3, 4, 5
 
 _NO_GROUP = (-1, 0)  # (group id, group size) of an operation that is not part of a group
+_HOST = (0, 0)  # (device ordinal, stream) of a CPU tensor: neither is used
 
 
 class TensorAdapter(Protocol):
-    """How one framework's tensors meet the engine."""
+    """How one framework's tensors meet the engine.
+
+    An adapter of device tensors also has ``placement(tensor) -> (device ordinal, stream)`` for a
+    prepared tensor not on the CPU: the stream is the runtime's handle as an integer (0: the
+    default stream) on which the tensor's producers run. The engine reads the tensor after the work
+    queued there so far, and synchronizing the operation makes that stream wait for its result.
+    Without it, device 0 and its default stream.
+    """
 
     def prepare(self, tensor: Any) -> Any:
         """The tensor as a contiguous, host-addressable tensor of the same type (no copy if already so).
@@ -67,6 +75,11 @@ class TensorAdapter(Protocol):
         :param target: the tensor written to (the user's input of an in-place operation).
         :param source: the tensor holding the result.
         """
+
+
+def _placement(adapter: Any, tensor: Any) -> tuple[int, int]:
+    placement = getattr(adapter, "placement", None)  # optional in the protocol: adapters older than it
+    return (0, 0) if placement is None else placement(tensor)
 
 
 def handle_average_backwards_compatibility(op: int | None, average: bool | None, stacklevel: int = 4) -> int:
@@ -173,6 +186,7 @@ class Collectives:
         a = self.adapter
         prepared = a.prepare(tensor)
         dtype, shape, device = a.describe(prepared)
+        device_id, stream = _HOST if device == _core.DEVICE_CPU else _placement(a, prepared)
         # Ops whose result has the input's shape write into a tensor allocated here (or, in place,
         # into the input itself); the others get an engine-allocated result (its size is known only
         # after negotiation).
@@ -205,6 +219,8 @@ class Collectives:
             group[1],
             device,
             inplace,
+            device_id,
+            stream,
         )
         return ctx.submit(core, finish, kept, out)
 

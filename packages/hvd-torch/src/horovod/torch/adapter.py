@@ -66,6 +66,11 @@ class TorchAdapter:
         # A prepared tensor is contiguous, so its memory is exactly nbytes from data_ptr().
         return (tensor.data_ptr(), tensor.nbytes) if tensor.is_cpu else tensor
 
+    def placement(self, tensor: torch.Tensor) -> tuple[int, int]:
+        # The current stream of the tensor's device: the engine reads the tensor after what is queued
+        # there (its producers), and synchronizing makes it wait for the result; no device-wide sync.
+        return tensor.device.index or 0, torch.cuda.current_stream(tensor.device).cuda_stream
+
     def empty_like(self, tensor: torch.Tensor) -> torch.Tensor:
         return torch.empty_like(tensor, memory_format=torch.contiguous_format)
 

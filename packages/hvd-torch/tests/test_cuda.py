@@ -1,0 +1,106 @@
+"""hvd-torch on CUDA tensors, 2 ranks sharing one GPU (ranks as threads, hvd-core's in-memory
+backend): the engine stages them through host memory, after the current stream's work, and the
+current stream waits for the results. Every result equals the same collective on CPU tensors.
+
+Skipped without a GPU; ./dev gpu-check runs it on one. The engine's side of this path is tested
+everywhere on the simulated device (hvd-core's tests/test_device_staging.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+
+import horovod.torch as hvd
+from hvdtorch_testutil import ALL_DTYPES, cluster, contribution, ops_for
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+
+def _both(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``fn`` of ``x`` on the GPU (its result checked to be there, and brought back) and on the CPU."""
+    on_gpu = fn(x.cuda())
+    assert on_gpu.device.type == "cuda", on_gpu.device
+    return on_gpu.cpu(), fn(x)
+
+
+def _check_every_collective(dtype: torch.dtype, n: int, rank: int) -> None:
+    tag = str(dtype).replace("torch.", "")
+    x = contribution(rank, (3, 5), dtype, small=True)
+    for op in ops_for(dtype):
+        gpu, cpu = _both(lambda t, o=op: hvd.allreduce(t, op=o, name=f"ar.{tag}.{o}.{t.device.type}"), x)
+        assert torch.equal(gpu, cpu), (dtype, op, gpu, cpu)
+    rows = contribution(rank, (rank + 1, 2), dtype)
+    gpu, cpu = _both(lambda t: hvd.allgather(t, name=f"ag.{tag}.{t.device.type}"), rows)
+    assert torch.equal(gpu, cpu), (dtype, "allgather")
+    gpu, cpu = _both(lambda t: hvd.broadcast(t, root_rank=n - 1, name=f"bc.{tag}.{t.device.type}"), x)
+    assert torch.equal(gpu, cpu), (dtype, "broadcast")
+    block = contribution(rank, (2 * n, 3), dtype)
+    gpu, cpu = _both(lambda t: hvd.alltoall(t, name=f"a2a.{tag}.{t.device.type}"), block)
+    assert torch.equal(gpu, cpu), (dtype, "alltoall")
+    if dtype != torch.bool:
+        gpu, cpu = _both(lambda t: hvd.reducescatter(t, op=hvd.Sum, name=f"rs.{tag}.{t.device.type}"), block)
+        assert torch.equal(gpu, cpu), (dtype, "reducescatter")
+
+
+def case_every_collective_on_cuda() -> None:
+    hvd.init()
+    for dtype in ALL_DTYPES:
+        _check_every_collective(dtype, hvd.size(), hvd.rank())
+
+
+def test_every_collective_and_dtype_on_cuda_tensors() -> None:
+    cluster(case_every_collective_on_cuda, 2)
+
+
+def case_async_handles_and_groups_on_cuda() -> None:
+    hvd.init()
+    rank = hvd.rank()
+    xs = [torch.full((100 + k,), float(rank + k), device="cuda") for k in range(8)]
+    handles = [hvd.allreduce_async_(x, op=hvd.Sum, name=f"async.{k}") for k, x in enumerate(xs)]
+    for h in handles:
+        hvd.synchronize(h)
+    for k, x in enumerate(xs):
+        assert x.device.type == "cuda" and torch.all(x.cpu() == float(2 * k + 1)), (k, x)
+    grouped = hvd.grouped_allreduce([x * 2 for x in xs[:3]], op=hvd.Average, name="group")
+    for k, g in enumerate(grouped):
+        assert torch.allclose(g.cpu(), torch.full((100 + k,), float(2 * (2 * k + 1)))), (k, g)
+    # Work queued on the current stream after the collective sees its result, with no host sync.
+    y = torch.ones(1 << 20, device="cuda") * (rank + 1)
+    z = hvd.allreduce(y, op=hvd.Sum, name="ordered") * 2
+    assert torch.all(z.cpu() == 6.0)
+
+
+def test_async_handles_groups_and_stream_order_on_cuda() -> None:
+    cluster(case_async_handles_and_groups_on_cuda, 2)
+
+
+def case_optimizer_step_equals_its_cpu_result(device: str) -> list[float]:
+    hvd.init()
+    # Ranks are threads of one process, whose global random state they would share: every random
+    # number comes from a generator of its own (the same start on every rank, data per rank).
+    start, data = torch.Generator().manual_seed(1234), torch.Generator().manual_seed(99 + hvd.rank())
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=start))
+    model.to(device)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    optimizer = hvd.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.1), named_parameters=model.named_parameters()
+    )
+    for _ in range(3):
+        x, target = torch.randn(4, 8, generator=data), torch.randn(4, 1, generator=data)
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(x.to(device)), target.to(device)).backward()
+        optimizer.step()
+    return [p.detach().cpu().double().sum().item() for p in model.parameters()]
+
+
+def test_the_distributed_optimizer_on_cuda_equals_its_cpu_result() -> None:
+    on_cpu = cluster(case_optimizer_step_equals_its_cpu_result, 2, "cpu")
+    on_gpu = cluster(case_optimizer_step_equals_its_cpu_result, 2, "cuda")
+    assert on_gpu[0] == on_gpu[1], "the ranks' models differ"
+    assert on_gpu[0] == pytest.approx(on_cpu[0], rel=1e-4), (on_gpu, on_cpu)
