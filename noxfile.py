@@ -649,6 +649,7 @@ SANITIZER_TESTS = {
         "tests/test_conformance_inmemory.py",
         "tests/test_framework_entry.py",
         "tests/test_device_staging.py",
+        "tests/test_group_refusal.py",
     ],
     "hvd-backend-gloo": [
         "tests/test_shared_memory.py",

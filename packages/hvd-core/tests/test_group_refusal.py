@@ -26,7 +26,7 @@ def test_a_member_refused_on_every_rank_raises_there_and_the_rest_runs() -> None
         again = hvd.grouped_reducescatter([np.ones((2, 1)), np.ones((2, 2))], name="grp", op=hvd.Sum)
         return [after, [a.tolist() for a in again]]
 
-    for after, again in run_cluster(case, 2, timeout=30):
+    for after, again in run_cluster(case, 2):
         assert after == [2.0] and again == [[[2.0]], [[2.0, 2.0]]]
 
 
@@ -40,7 +40,7 @@ def test_a_member_refused_on_one_rank_fails_it_on_every_rank_naming_that_rank() 
             return f"{type(error).__name__}: {error}"
         return "no error"
 
-    refused_here, refused_there = run_cluster(case, 2, timeout=30)[::-1]
+    refused_here, refused_there = run_cluster(case, 2)[::-1]
     assert refused_here.startswith("ValueError") and "scalar" in refused_here, refused_here
     assert "'lopsided.1'" in refused_there and "refused on rank 1" in refused_there, refused_there
 
@@ -52,5 +52,5 @@ def test_a_member_refused_before_the_engine_is_negotiated_as_a_refusal() -> None
             hvd.grouped_allreduce([np.ones(2), np.array(["text"])], name="mixed", op=hvd.Sum)
         return hvd.grouped_allreduce([np.ones(2), np.ones(3)], name="mixed", op=hvd.Sum)
 
-    for results in run_cluster(case, 3, timeout=30):
+    for results in run_cluster(case, 3):
         assert [r.tolist() for r in results] == [[3.0] * 2, [3.0] * 3]

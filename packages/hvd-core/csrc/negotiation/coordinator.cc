@@ -118,6 +118,10 @@ void Coordinator::Emit(Response r, int64_t group_id, int32_t group_size, Respons
   auto& members = groups_[group_id];
   members.push_back(std::move(r));
   if ((int32_t)members.size() >= group_size) {
+    // Errors first (members refused at submission, Engine::Refuse): every rank completes them
+    // before the rest, so that a caller woken by the rest finds the group's names free again.
+    std::stable_partition(members.begin(), members.end(),
+                          [](const Response& m) { return m.kind == Response::Kind::kError; });
     for (Response& m : members) out->responses.push_back(std::move(m));
     groups_.erase(group_id);
   }
