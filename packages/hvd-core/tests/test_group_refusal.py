@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import horovod.common as hvd
+from horovod.common import _core, state
 from horovod.common.testing import run_cluster
 
 
@@ -54,3 +55,35 @@ def test_a_member_refused_before_the_engine_is_negotiated_as_a_refusal() -> None
 
     for results in run_cluster(case, 3):
         assert [r.tolist() for r in results] == [[3.0] * 2, [3.0] * 3]
+
+
+def _cuda_runtime_works() -> bool:
+    try:
+        _core.Device("cuda")
+    except ValueError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(_cuda_runtime_works(), reason="CUDA tensors are accepted here")
+def test_a_member_on_a_device_no_one_can_use_is_refused_in_its_group() -> None:
+    def case() -> list:
+        hvd.init()
+        engine = state.context().engine
+        host = np.ones(2, np.float32)
+        group = {"group_id": 5, "group_size": 2, "inplace": True, "op": hvd.Sum}
+        first = engine.enqueue(_core.OP_ALLREDUCE, "dev.0", host, _core.DTYPE_FLOAT32, [2], **group)
+        with pytest.raises(ValueError, match="no CUDA device can be used"):
+            engine.enqueue(
+                _core.OP_ALLREDUCE,
+                "dev.1",
+                (1 << 20, 8),
+                _core.DTYPE_FLOAT32,
+                [2],
+                device_kind=_core.DEVICE_CUDA,
+                **group,
+            )
+        first.wait()  # its partner was negotiated as a refusal: it runs
+        return host.tolist()
+
+    assert run_cluster(case, 2, env={"HOROVOD_DEVICE": "cuda"}) == [[2.0, 2.0]] * 2

@@ -241,19 +241,21 @@ std::shared_ptr<HandleState> Engine::Enqueue(std::unique_ptr<TensorEntry> e, Han
     }
     e->root = (int32_t)(member - ps->ranks.begin());
   }
+  Status st;
   uint32_t device_kinds = backend_->api()->device_kinds;
   if (e->input.device_kind != HVD_DEVICE_CPU && !(device_kinds & e->input.device_kind)) {
     // A backend for host memory: the engine stages device tensors through it, given a device.
-    if (!Device()) {
-      throw StatusError{Status::InvalidArgument(std::string(OpTypeName(e->type)) + " of tensor '" + e->name +
-                                                "': the tensor is on a CUDA device, but no CUDA device can be used (" +
-                                                device_error_ +
-                                                "); with one, hvd stages CUDA tensors through the CPU backend, "
-                                                "and hvd-backend-nccl runs them on the GPU")};
+    if (Device()) {
+      device_kinds |= device_->device_kind;
+    } else {
+      st = Status::InvalidArgument(std::string(OpTypeName(e->type)) + " of tensor '" + e->name +
+                                   "': the tensor is on a CUDA device, but no CUDA device can be used (" +
+                                   device_error_ +
+                                   "); with one, hvd stages CUDA tensors through the CPU backend, "
+                                   "and hvd-backend-nccl runs them on the GPU");
     }
-    device_kinds |= device_->device_kind;
   }
-  Status st = ValidateEntry(*e, ps->size(), device_kinds);
+  if (st.ok()) st = ValidateEntry(*e, ps->size(), device_kinds);
   if (st.ok() && e->input.device_kind != HVD_DEVICE_CPU && e->input.num_elements() > 0) st = MarkReady(*e);
   if (!st.ok()) {
     // Refused alone, a group member would leave its partners waiting for it on every rank.
