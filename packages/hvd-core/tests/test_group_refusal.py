@@ -14,7 +14,7 @@ import pytest
 
 import horovod.common as hvd
 from horovod.common import _core, state
-from horovod.common.testing import run_cluster
+from horovod.common.testing import cuda_runtime_works, run_cluster
 
 
 def test_a_member_refused_on_every_rank_raises_there_and_the_rest_runs() -> None:
@@ -57,15 +57,7 @@ def test_a_member_refused_before_the_engine_is_negotiated_as_a_refusal() -> None
         assert [r.tolist() for r in results] == [[3.0] * 2, [3.0] * 3]
 
 
-def _cuda_runtime_works() -> bool:
-    try:
-        _core.Device("cuda")
-    except ValueError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(_cuda_runtime_works(), reason="CUDA tensors are accepted here")
+@pytest.mark.skipif(cuda_runtime_works(), reason="CUDA tensors are accepted here")
 def test_a_member_on_a_device_no_one_can_use_is_refused_in_its_group() -> None:
     def case() -> list:
         hvd.init()

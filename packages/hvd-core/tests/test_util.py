@@ -10,9 +10,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from horovod.common import _core, hookspecs, util
+from horovod.common import hookspecs, util
 from horovod.common.plugins import get_plugin_manager, reset_plugin_manager
 from horovod.common.registry import BackendSpec, FrameworkSpec
+from horovod.common.testing import cuda_runtime_works
 from horovod.common.version_check import HorovodVersionMismatchError, get_version_mismatch_message
 
 # What Horovod's users and tools import from horovod.common.util.
@@ -108,22 +109,14 @@ def test_an_in_process_backend_does_not_count(capsys: pytest.CaptureFixture[str]
     assert "inside one process only" in capsys.readouterr().out
 
 
-def _cuda_runtime_works() -> bool:
-    try:
-        _core.Device("cuda")
-    except ValueError:
-        return False
-    return True
-
-
 def test_cuda_is_built_where_tensors_can_be_staged(capsys: pytest.CaptureFixture[str]) -> None:
     # The engine stages CUDA tensors through the CPU backend wherever the CUDA runtime works.
-    works = _cuda_runtime_works()
+    works = cuda_runtime_works()
     assert util.cuda_built(verbose=True) is works
     assert ("staged through the CPU backend" if works else "none can be staged") in capsys.readouterr().out
 
 
-@pytest.mark.skipif(_cuda_runtime_works(), reason="CUDA tensors can be staged here, whatever the backends")
+@pytest.mark.skipif(cuda_runtime_works(), reason="CUDA tensors can be staged here, whatever the backends")
 def test_cuda_and_rocm_are_built_when_a_backend_serves_them() -> None:
     assert util.cuda_built() is False and util.rocm_built() is False
     register(BackendSpec(name="tgpu", library="x", device_kinds=("cuda",)))
@@ -166,7 +159,7 @@ def test_check_extension_raises_import_error_naming_the_package(monkeypatch: pyt
 def test_gpu_available_says_why_not(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setitem(util._FRAMEWORK_MODULES, "torch", "json")
     register(FrameworkSpec(name="torch", module="horovod.torch"))
-    if not _cuda_runtime_works():
+    if not cuda_runtime_works():
         assert util.gpu_available("torch", verbose=True) is False
         out = capsys.readouterr().out
         assert "no installed hvd backend serves CUDA tensors, and none can be staged" in out

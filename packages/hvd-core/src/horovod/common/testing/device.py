@@ -15,6 +15,18 @@ def device_table_capsule(kind: str = "simulated") -> Any:
     return _core.Device(kind).capsule()
 
 
+def cuda_runtime_works() -> bool:
+    """Whether the CUDA device layer can be used here (a GPU, its driver and libcudart): tests
+    whose outcome depends on it (CUDA tensors staged or refused) ask first."""
+    from horovod.common import _core
+
+    try:
+        _core.Device("cuda")
+    except ValueError:
+        return False
+    return True
+
+
 def simulated_device_races(clear: bool = True) -> list[str]:
     """The unordered accesses the simulated device has found (see csrc/device/simulated_device.h),
     forgotten afterwards unless ``clear`` is False."""
