@@ -319,7 +319,7 @@ def _check_pip(words: list[str], block: Block) -> None:
 
 
 def _check_dev(words: list[str], block: Block) -> None:
-    commands = re.findall(r"^  (\w+)\) ", (ROOT / "dev").read_text(), re.MULTILINE)  # the script's case arms
+    commands = re.findall(r"^  ([\w-]+)\) ", (ROOT / "dev").read_text(), re.MULTILINE)  # the script's case arms
     if words[1:2] not in ([c] for c in commands):
         raise SnippetError(f"{block.where}: ./dev has no command {words[1:2]} (it has {commands})")
     if "-s" in words:

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import horovod.common as hvd
-from horovod.common import _core, state
+from horovod.common import _core, dtypes, state
+from horovod.common.testing import device as testing_device
 from horovod.common.testing import run_cluster
 
 DEVICE_KIND = os.environ.get("HVD_TEST_DEVICE", "simulated")
@@ -47,53 +48,15 @@ def no_races():
     assert not races, races
 
 
-class DeviceTensors:
-    """A rank's view of the simulated device: its own stream, and arrays put in device memory."""
-
-    def __init__(self, device_id: int = 0) -> None:
-        self.device = _core.Device(DEVICE_KIND)
-        self.device_id = device_id
-        self.stream = self.device.create_stream(device_id)
-        self.allocations: list[int] = []
-
-    def put(self, array: np.ndarray, busy_first: float = 0.02) -> int:
-        """Device memory holding `array`, written on this rank's stream after a stretch of other work."""
-        address = self.device.alloc(self.device_id, max(array.nbytes, 1))
-        self.allocations.append(address)
-        self.device.delay(self.stream, busy_first)
-        self.device.upload(address, np.ascontiguousarray(array).tobytes(), self.stream)
-        return address
-
-    def empty(self, nbytes: int) -> int:
-        address = self.device.alloc(self.device_id, max(nbytes, 1))
-        self.allocations.append(address)
-        return address
-
-    def get(self, address: int, like: np.ndarray) -> np.ndarray:
-        data = self.device.download(address, like.nbytes, self.stream)
-        return np.frombuffer(data, dtype=like.dtype).reshape(like.shape)
-
-    def close(self, synchronize: bool = True) -> None:
-        if synchronize:  # not on a device an earlier race made fail every call
-            self.device.synchronize(self.stream)
-        for address in self.allocations:
-            self.device.free(address)
-        self.device.destroy_stream(self.stream)
+def DeviceTensors(device_id: int = 0) -> testing_device.DeviceTensors:
+    return testing_device.DeviceTensors(DEVICE_KIND, device_id)
 
 
-def enqueue(tensors: DeviceTensors, op_type: int, name: str, address: int, array: np.ndarray, dtype: int, **kw):
-    engine = state.context().engine
-    return engine.enqueue(
-        op_type,
-        name,
-        (address, array.nbytes),
-        dtype,
-        list(array.shape),
-        device_kind=_core.DEVICE_CUDA,
-        device_id=tensors.device_id,
-        stream=tensors.stream,
-        **kw,
-    )
+def enqueue(
+    tensors: testing_device.DeviceTensors, op_type: int, name: str, address: int, array: np.ndarray, dtype: int, **kw
+):
+    assert dtypes.code_of(array.dtype) == dtype
+    return tensors.submit(op_type, name, address, array, **kw)
 
 
 @pytest.mark.parametrize("dtype_name", sorted(DTYPES))
@@ -284,7 +247,12 @@ def test_reading_a_result_without_the_handles_stream_wait_is_caught() -> None:
             while not h.poll():
                 pass
             try:
-                t.get(src, x)  # on the caller's stream, which never waited for the completion event
+                # On the caller's stream, which never waited for the completion event: this read and
+                # the engine's copy back race, and whichever runs second finds it; every device call
+                # after that fails with it.
+                t.get(src, x)
+                h.wait()
+                t.device.synchronize(t.stream)  # through the completion event: the copy back has run
             except hvd.HorovodInternalError as e:
                 return str(e)
             return "no race seen"

@@ -3,7 +3,7 @@ from itself and the directories above it in that table, and from the public head
 (``horovod/...`` under ``src/horovod/common/include``), never from below. This reads the sources'
 ``#include "dir/file.h"`` lines, as ``test_package_boundaries.py`` reads Python imports.
 
-The device layer (``csrc/device/``, the GPU path, in progress) stands beside ``backend/``: it
+The device layer (``csrc/device/``: CUDA, and the simulated device of tests) stands beside ``backend/``: it
 includes only ``core/`` and the public headers, and only ``execution/``, ``engine/`` and
 ``binding/`` include it.
 """

@@ -442,6 +442,14 @@ def test_check_build_lists_installed_backends() -> None:
     assert "inmemory" not in out  # in-process test backends cannot run a job
 
 
+def test_check_build_names_what_a_gpu_backend_runs_on() -> None:
+    """A GPU backend's line carries its version, which names the library it loads (NCCL's release)."""
+    from horovod.runner.check_build import _lines
+
+    lines = _lines([("NCCL", "nccl"), ("Gloo", "gloo")], {"nccl", "gloo"}, [], {"nccl": "0.2.0 (NCCL 2.30.7)"})
+    assert lines == ["    [X] NCCL (0.2.0 (NCCL 2.30.7))", "    [X] Gloo"]
+
+
 def test_list_plugins() -> None:
     result = horovodrun("--list-plugins", timeout=60)
     assert result.returncode == 0, result.stderr

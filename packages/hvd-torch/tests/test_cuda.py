@@ -1,6 +1,7 @@
 """hvd-torch on CUDA tensors, 2 ranks sharing one GPU (ranks as threads, hvd-core's in-memory
 backend): the engine stages them through host memory, after the current stream's work, and the
-current stream waits for the results. Every result equals the same collective on CPU tensors.
+current stream waits for the results. Every result equals the same collective on CPU tensors. Then
+one rank on NCCL (hvd-backend-nccl, where installed: NCCL takes one rank per GPU), the same way.
 
 Skipped without a GPU; ./dev gpu-check runs it on one. The engine's side of this path is tested
 everywhere on the simulated device (hvd-core's tests/test_device_staging.py).
@@ -17,6 +18,12 @@ import horovod.torch as hvd
 from hvdtorch_testutil import ALL_DTYPES, cluster, contribution, ops_for
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+# Two ranks on one GPU: staged through the CPU backend (the cluster's in-memory one), as NCCL cannot
+# have them in one communicator.
+STAGED = {"HOROVOD_GPU_OPERATIONS": "inmemory"}
+ON_NCCL = {"HOROVOD_GPU_OPERATIONS": "NCCL"}
+needs_nccl = pytest.mark.skipif(not hvd.nccl_built(), reason="hvd-backend-nccl is not installed")
 
 
 def _both(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -52,29 +59,30 @@ def case_every_collective_on_cuda() -> None:
 
 
 def test_every_collective_and_dtype_on_cuda_tensors() -> None:
-    cluster(case_every_collective_on_cuda, 2)
+    cluster(case_every_collective_on_cuda, 2, env=STAGED)
 
 
 def case_async_handles_and_groups_on_cuda() -> None:
     hvd.init()
-    rank = hvd.rank()
+    rank, n = hvd.rank(), hvd.size()
+    summed = [n * k + n * (n - 1) // 2 for k in range(8)]  # of rank + k over the ranks
     xs = [torch.full((100 + k,), float(rank + k), device="cuda") for k in range(8)]
     handles = [hvd.allreduce_async_(x, op=hvd.Sum, name=f"async.{k}") for k, x in enumerate(xs)]
     for h in handles:
         hvd.synchronize(h)
     for k, x in enumerate(xs):
-        assert x.device.type == "cuda" and torch.all(x.cpu() == float(2 * k + 1)), (k, x)
+        assert x.device.type == "cuda" and torch.all(x.cpu() == float(summed[k])), (k, x)
     grouped = hvd.grouped_allreduce([x * 2 for x in xs[:3]], op=hvd.Average, name="group")
     for k, g in enumerate(grouped):
-        assert torch.allclose(g.cpu(), torch.full((100 + k,), float(2 * (2 * k + 1)))), (k, g)
+        assert torch.allclose(g.cpu(), torch.full((100 + k,), float(2 * summed[k]))), (k, g)
     # Work queued on the current stream after the collective sees its result, with no host sync.
     y = torch.ones(1 << 20, device="cuda") * (rank + 1)
     z = hvd.allreduce(y, op=hvd.Sum, name="ordered") * 2
-    assert torch.all(z.cpu() == 6.0)
+    assert torch.all(z.cpu() == float(n * (n + 1)))
 
 
 def test_async_handles_groups_and_stream_order_on_cuda() -> None:
-    cluster(case_async_handles_and_groups_on_cuda, 2)
+    cluster(case_async_handles_and_groups_on_cuda, 2, env=STAGED)
 
 
 def case_optimizer_step_equals_its_cpu_result(device: str) -> list[float]:
@@ -101,6 +109,25 @@ def case_optimizer_step_equals_its_cpu_result(device: str) -> list[float]:
 
 def test_the_distributed_optimizer_on_cuda_equals_its_cpu_result() -> None:
     on_cpu = cluster(case_optimizer_step_equals_its_cpu_result, 2, "cpu")
-    on_gpu = cluster(case_optimizer_step_equals_its_cpu_result, 2, "cuda")
+    on_gpu = cluster(case_optimizer_step_equals_its_cpu_result, 2, "cuda", env=STAGED)
     assert on_gpu[0] == on_gpu[1], "the ranks' models differ"
     assert on_gpu[0] == pytest.approx(on_cpu[0], rel=1e-4), (on_gpu, on_cpu)
+
+
+def case_on_nccl(device: str) -> tuple[str | None, list[float]]:
+    from horovod.common.testing.probes import engine_stats, running_gpu_backend
+
+    params = case_optimizer_step_equals_its_cpu_result(device)
+    case_every_collective_on_cuda()
+    case_async_handles_and_groups_on_cuda()
+    if device == "cuda":
+        assert engine_stats()["device_backend_calls"] > 0
+    return running_gpu_backend(), params
+
+
+@needs_nccl
+def test_one_rank_on_nccl_equals_its_cpu_result() -> None:
+    [(backend, on_gpu)] = cluster(case_on_nccl, 1, "cuda", env=ON_NCCL)
+    [(_, on_cpu)] = cluster(case_on_nccl, 1, "cpu", env=ON_NCCL)
+    assert backend == "nccl"
+    assert on_gpu == pytest.approx(on_cpu, rel=1e-4), (on_gpu, on_cpu)

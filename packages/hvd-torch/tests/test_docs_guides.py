@@ -19,6 +19,7 @@ PAGES = [
     "first-job.md",
     "horovodrun.md",
     "mpi.md",
+    "gpu.md",
     "benchmarks.md",
     "backend-plugin.md",
     "migrating.md",

@@ -71,6 +71,14 @@ Status Backend::Load(const std::string& path, std::shared_ptr<Backend>* out) {
           backend->eager_.receive_into = ext->eager_receive_into;
       }
     }
+    if (ext && ext->struct_size >= offsetof(hvd_backend_ext_v1, abort) + sizeof ext->abort) {
+      if (!ext->async_error != !ext->abort) {
+        return Status::InvalidArgument("backend '" + name + "' (" + path +
+                                       ") implements one of async_error and abort but not both");
+      }
+      backend->async_error_ = ext->async_error;
+      backend->abort_ = ext->abort;
+    }
   }
   backend->path_ = path;
   *out = std::move(backend);
@@ -95,6 +103,7 @@ Comm::~Comm() {
 }
 
 Status Comm::Check(int rc, const char* what) const {
+  declined_ = rc == HVD_ERR_UNSUPPORTED;
   if (rc == HVD_OK) return Status::Ok();
   const char* detail = backend_->api()->last_error(handle_);
   std::string name = backend_->name();
@@ -127,6 +136,14 @@ Status Comm::Reducescatter(const void* send, void* recv, const std::vector<size_
   return Check(backend_->api()->reducescatter(handle_, send, recv, counts.data(), dtype, op), "reducescatter");
 }
 Status Comm::Barrier() { return Check(backend_->api()->barrier(handle_), "barrier"); }
+
+Status Comm::AsyncError() const {
+  if (!backend_->async_error_) return Status::Ok();
+  return Check(backend_->async_error_(handle_), "queued work");
+}
+void Comm::Abort() {
+  if (backend_->abort_) backend_->abort_(handle_);
+}
 
 Status Comm::EagerOpen(const std::vector<size_t>& bytes, bool* opened) {
   const int rc = backend_->eager_.open(handle_, bytes.data(), (int32_t)bytes.size());

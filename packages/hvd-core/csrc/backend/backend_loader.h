@@ -22,6 +22,11 @@ class Backend {
   // Whether the backend sends eager messages (hvd_backend_ext_v1's eager_* functions).
   bool has_eager() const { return eager_.open != nullptr; }
   bool has_eager_receive_into() const { return eager_.receive_into != nullptr; }
+  // Whether the backend's device communicators report failures of queued work (hvd_backend_ext_v1's
+  // async_error and abort).
+  bool has_async_errors() const { return async_error_ != nullptr; }
+  // HVD_DEVICE_* bits of the tensors it takes.
+  uint32_t device_kinds() const { return api_->device_kinds; }
   const std::string& path() const { return path_; }
   std::string name() const { return api_->name ? api_->name : "?"; }
 
@@ -37,6 +42,8 @@ class Backend {
     decltype(hvd_backend_ext_v1::eager_release) release = nullptr;
     decltype(hvd_backend_ext_v1::eager_receive_into) receive_into = nullptr;  // optional
   } eager_;
+  decltype(hvd_backend_ext_v1::async_error) async_error_ = nullptr;
+  decltype(hvd_backend_ext_v1::abort) abort_ = nullptr;
   std::string path_;
 };
 
@@ -68,6 +75,14 @@ class Comm {
   Status Reducescatter(const void* send, void* recv, const std::vector<size_t>& counts, hvd_dtype dtype,
                        hvd_reduce_op op);
   Status Barrier();
+  // Whether the last call above failed with HVD_ERR_UNSUPPORTED: the backend did nothing, and
+  // leaves the operation to the engine (on every member alike).
+  bool declined() const { return declined_; }
+
+  // A device communicator's failure found since its work was queued (OK while none, or where the
+  // backend does not report them), and the abort that drains its stream (hvd_backend_ext_v1).
+  Status AsyncError() const;
+  void Abort();
 
   // Eager messages (hvd_backend_ext_v1 says what each does), only where backend().has_eager().
   // EagerOpen sets *opened to false, and does nothing else, where the backend has no use for them
@@ -86,6 +101,7 @@ class Comm {
   std::shared_ptr<Backend> backend_;
   hvd_comm* handle_;
   int32_t rank_, size_;
+  mutable bool declined_ = false;
 };
 
 }  // namespace hvdcore

@@ -62,7 +62,12 @@ void BindDevice(nb::module_& m) {
       .def(
           "free",
           [](const DeviceRef& d, uintptr_t p) {
-            d.Check(d.table->device_free(reinterpret_cast<void*>(p)), "device_free");
+            int rc;
+            {
+              nb::gil_scoped_release nogil;  // waits for queued work that touches it, as cudaFree does
+              rc = d.table->device_free(reinterpret_cast<void*>(p));
+            }
+            d.Check(rc, "device_free");
           },
           "address"_a)
       .def(

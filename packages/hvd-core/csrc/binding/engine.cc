@@ -26,14 +26,19 @@ using namespace nb::literals;
 
 void BindEngine(nb::module_& m) {
   nb::class_<Engine>(m, "Engine")
-      .def(nb::init<EngineConfig, std::shared_ptr<Backend>, std::shared_ptr<KVStore>>(), "config"_a, "backend"_a,
-           "store"_a)
+      .def(nb::init<EngineConfig, std::shared_ptr<Backend>, std::shared_ptr<KVStore>, std::shared_ptr<Backend>>(),
+           "config"_a, "backend"_a, "store"_a, "device_backend"_a.none() = nullptr)
       .def("start", &Engine::Start, nb::call_guard<nb::gil_scoped_release>())
       .def("shutdown", &Engine::Shutdown, nb::call_guard<nb::gil_scoped_release>())
       .def_prop_ro("running", &Engine::running)
       .def_prop_ro("rank", [](const Engine& e) { return e.config().rank; })
       .def_prop_ro("size", [](const Engine& e) { return e.config().size; })
       .def_prop_ro("backend_name", [](const Engine& e) { return e.backend().name(); })
+      .def_prop_ro("device_backend_name",
+                   [](const Engine& e) -> std::optional<std::string> {
+                     if (!e.device_backend()) return std::nullopt;
+                     return e.device_backend()->name();
+                   })
       .def(
           "enqueue",
           [](Engine& eng, int op_type, const std::string& name, std::optional<CallerBuffer> input, int dtype,
@@ -124,6 +129,7 @@ void BindEngine(nb::module_& m) {
         d["fused_batches"] = x.fused_batches.load();
         d["declined_buffer_calls"] = x.declined_buffer_calls.load();
         d["hierarchical_allreduces"] = x.hierarchical_allreduces.load();
+        d["device_backend_calls"] = x.device_backend_calls.load();
         d["output_pool_reused"] = e.output_pool().reused();  // outputs that took a kept mapping
         d["output_pool_bytes"] = e.output_pool().kept_bytes();
         nb::dict calls;

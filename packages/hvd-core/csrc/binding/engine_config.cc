@@ -35,7 +35,9 @@ void BindEngineConfig(nb::module_& m) {
       .def_rw("hierarchical_allreduce", &EngineConfig::hierarchical_allreduce)
       .def_rw("host_key", &EngineConfig::host_key)
       .def_rw("local_rank", &EngineConfig::local_rank)
-      .def_rw("device", &EngineConfig::device);
+      .def_rw("device", &EngineConfig::device)
+      .def_rw("device_ops", &EngineConfig::device_ops)
+      .def_rw("device_timeout_ms", &EngineConfig::device_timeout_ms);
 }
 
 }  // namespace hvdcore::binding

@@ -61,6 +61,7 @@ struct Allocation {
   size_t mapped = 0;  // whole pages
   int device = 0;
   int open = 0;  // pieces of work touching it now: readable and writable while > 0
+  int queued = 0;  // pieces of work queued that touch it, running or not (Free waits for them)
   Access last_write;
   std::map<int, Access> reads;  // by stream, since the last write
 };
@@ -152,12 +153,14 @@ class Device {
     *out = p;
     return HVD_OK;
   }
+  // As cudaFree, which synchronizes the device: work queued on any stream that touches the
+  // allocation runs first, so that it never writes into memory unmapped under it.
   int Free(void* ptr) {
-    std::lock_guard<std::mutex> lk(mu_);
+    std::unique_lock<std::mutex> lk(mu_);
     auto it = allocations_.find((uintptr_t)ptr);
     if (it == allocations_.end())
       return Fail(HVD_ERR_INVALID_ARGUMENT, "device_free of " + Hex(ptr) + ", not an allocation");
-    if (it->second.open) return Fail(HVD_ERR_INVALID_ARGUMENT, "device_free of " + Hex(ptr) + " while work uses it");
+    unused_cv_.wait(lk, [&] { return it->second.queued == 0; });
     munmap(it->second.base, it->second.mapped);
     allocations_.erase(it);
     return HVD_OK;
@@ -178,17 +181,28 @@ class Device {
     std::lock_guard<std::mutex> lk(mu_);
     for (const Touch& t : touches) {
       Allocation* a = Find(t.ptr, t.bytes);
-      if (!a) continue;  // checked when queued; freed since would be the caller's bug, seen as a fault
+      if (!a) continue;  // checked when queued, and not freed before it has run (Hold)
       CheckOrder(*a, t, stream, at, what);
       if (a->open++ == 0) mprotect(a->base, a->mapped, PROT_READ | PROT_WRITE);
     }
   }
   void Close(const std::vector<Touch>& touches) {
-    std::lock_guard<std::mutex> lk(mu_);
-    for (const Touch& t : touches) {
-      Allocation* a = Find(t.ptr, t.bytes);
-      if (a && --a->open == 0) mprotect(a->base, a->mapped, PROT_NONE);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      for (const Touch& t : touches) {
+        Allocation* a = Find(t.ptr, t.bytes);
+        if (!a) continue;
+        if (--a->open == 0) mprotect(a->base, a->mapped, PROT_NONE);
+        --a->queued;
+      }
     }
+    unused_cv_.notify_all();
+  }
+  // Counts queued work against the allocations it will touch (Open and Close follow when it runs).
+  void Hold(const std::vector<Touch>& touches) {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (const Touch& t : touches)
+      if (Allocation* a = Find(t.ptr, t.bytes)) ++a->queued;
   }
 
  private:
@@ -233,6 +247,7 @@ class Device {
   const int64_t delay_us_;
   const uint64_t seed_;
   std::mutex mu_;
+  std::condition_variable unused_cv_;  // an allocation's queued work ran (Free waits for it)
   std::map<uintptr_t, Allocation> allocations_;
   std::vector<std::string> races_;
   int next_stream_ = 0;
@@ -343,6 +358,7 @@ SimStream* StreamOf(hvd_stream_t stream) {
 // Runs `body` on `stream` with the memory of `touches` opened and the order of its accesses checked.
 void QueueAccess(SimStream* s, std::vector<Touch> touches, std::string what, std::function<void()> body) {
   const int id = s->id();
+  Device::Get().Hold(touches);
   s->Enqueue([touches = std::move(touches), what = std::move(what), body = std::move(body), id](const Clock& at) {
     Device& d = Device::Get();
     d.Open(touches, id, at, what);

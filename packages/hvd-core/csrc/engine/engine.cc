@@ -10,15 +10,21 @@
 
 namespace hvdcore {
 
-Engine::Engine(EngineConfig config, std::shared_ptr<Backend> backend, std::shared_ptr<KVStore> store)
+Engine::Engine(EngineConfig config, std::shared_ptr<Backend> backend, std::shared_ptr<KVStore> store,
+               std::shared_ptr<Backend> device_backend)
     : config_(std::move(config)),
       log_(config_.rank, (LogLevel)config_.log_level, config_.log_hide_time),
       backend_(std::move(backend)),
+      device_backend_(std::move(device_backend)),
       store_(std::move(store)),
       stall_settings_(config_.stall_check_enabled, config_.stall_check_s, config_.stall_shutdown_s),
       output_pool_(std::make_shared<OutputPool>((size_t)std::max<int64_t>(0, config_.output_pool_bytes))),
       controller_(log_, config_.inline_bytes, config_.inline_max_bytes),
       executor_(log_, timeline_, config_.fusion_threshold, execution_stats_, output_pool_, stagings_,
+                DeviceRoute{device_backend_ ? config_.device_ops : 0u,
+                            [this](ProcessSet& ps, int32_t device_id, DeviceComm** out) {
+                              return ConnectDevice(ps, device_id, out);
+                            }},
                 [this](ProcessSet& ps, std::unique_ptr<TensorEntry> e, Status s) {
                   Complete(ps, std::move(e), std::move(s));
                 }),
@@ -61,6 +67,66 @@ Status Engine::ConnectRanks(const std::vector<int32_t>& ranks, int32_t my_index,
   return Comm::Create(backend_, cc, store_->c_store(), out);
 }
 
+Status Engine::ConnectDevice(ProcessSet& ps, int32_t device_id, DeviceComm** out) {
+  const hvd_device_v1* device;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    device = Device();  // loaded already, unless this rank has had no device tensor (it joined)
+    if (!device) return Status::Aborted("no device layer: " + device_error_);
+  }
+  if (device_id < 0) {  // the device of the set's communicator, else of any device tensor seen, else by local rank
+    if (!ps.device_comms.empty()) {
+      device_id = ps.device_comms.begin()->first;
+    } else if (!stagings_.Devices().empty()) {
+      device_id = stagings_.Devices().front();
+    } else {
+      int32_t count = 0;
+      device->device_count(&count);
+      device_id = count > 0 ? config_.local_rank % count : 0;
+    }
+  }
+  std::unique_ptr<DeviceComm>& slot = ps.device_comms[device_id];
+  if (slot) {
+    *out = slot.get();
+    return Status::Ok();
+  }
+  Status st;
+  DeviceStaging* staging = stagings_.For(device_id, &st);  // its stream carries the set's collectives
+  if (!staging) return st;
+  std::vector<int32_t> job_ranks = ps.ranks;
+  const std::string prefix = config_.key_prefix + "/ps" + std::to_string(ps.id) + "/device" + std::to_string(device_id);
+  hvd_comm_config_v1 cc{};
+  cc.struct_size = sizeof cc;
+  cc.rank = ps.my_rank;
+  cc.size = ps.size();
+  cc.job_ranks = job_ranks.data();
+  cc.key_prefix = prefix.c_str();
+  cc.timeout_ms = config_.device_timeout_ms;
+  cc.device_kind = HVD_DEVICE_CUDA;
+  cc.device_id = device_id;
+  cc.device = device;
+  cc.stream = staging->stream();
+  std::unique_ptr<Comm> comm;
+  st = Comm::Create(device_backend_, cc, store_->c_store(), &comm);
+  if (!st.ok()) {
+    ps.device_comms.erase(device_id);
+    return st;
+  }
+  slot = std::make_unique<DeviceComm>(std::move(comm), device, device_id);
+  *out = slot.get();
+  return st;
+}
+
+Status Engine::WatchDeviceWork(const std::vector<ProcessSet*>& sets) {
+  for (ProcessSet* ps : sets) {
+    for (auto& [id, dc] : ps->device_comms) {
+      Status st = dc->Watch();
+      if (!st.ok()) return st;
+    }
+  }
+  return Status::Ok();
+}
+
 Status Engine::ConnectHierarchy(ProcessSet& global) {
   if (!config_.hierarchical_allreduce || global.size() < 2) return Status::Ok();
   std::string why;
@@ -89,10 +155,11 @@ Status Engine::CheckConfigAgreement() {
     for (int32_t r : sorted) sets_hash = (sets_hash ^ (uint64_t)(uint32_t)r) * 1099511628211ull;
     sets_hash = (sets_hash ^ 0xFFFFFFFFull) * 1099511628211ull;
   }
-  constexpr int kCount = 8;
+  constexpr int kCount = 9;
+  const int64_t device_ops = device_backend_ ? (int64_t)config_.device_ops : 0;
   int64_t mine[kCount] = {config_.cache_capacity,    config_.inline_bytes,     config_.dynamic_process_sets ? 1 : 0,
                           (int64_t)(sets_hash >> 1), config_.fusion_threshold, config_.hierarchical_allreduce ? 1 : 0,
-                          config_.inline_max_bytes,  config_.eager_bytes};
+                          config_.inline_max_bytes,  config_.eager_bytes,      device_ops};
   std::vector<int64_t> all(kCount * (size_t)n);
   Status st = global.comm->Allgatherv(mine, all.data(), std::vector<size_t>(n, kCount), HVD_DTYPE_INT64);
   if (!st.ok()) return st;
@@ -104,7 +171,9 @@ Status Engine::CheckConfigAgreement() {
                                "HOROVOD_FUSION_THRESHOLD",
                                "HOROVOD_HIERARCHICAL_ALLREDUCE",
                                "HOROVOD_NEGOTIATION_INLINE_MAX_BYTES",
-                               "HOROVOD_NEGOTIATION_EAGER_BYTES"};
+                               "HOROVOD_NEGOTIATION_EAGER_BYTES",
+                               "the collectives on GPU tensors that the GPU backend takes (HOROVOD_GPU_OPERATIONS, "
+                               "as a bit per op; 0: none, or no GPU backend installed)"};
   for (int k = 0; k < kCount; ++k) {
     for (int32_t r = 0; r < n; ++r) {
       if (all[kCount * r + k] != all[k]) {
@@ -525,6 +594,13 @@ bool Engine::RunIteration() {
     if (stop || !failure.ok()) {
       stop = true;
       break;
+    }
+  }
+  if (!stop && device_backend_) {  // work queued on the device backend that failed since
+    failure = WatchDeviceWork(active);
+    if (!failure.ok()) {
+      stop = true;
+      cause_ = StopCause::kTransport;
     }
   }
   if (!anyone_busy) {

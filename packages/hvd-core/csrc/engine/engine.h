@@ -67,6 +67,11 @@ struct EngineConfig {
   // HOROVOD_DEVICE: the device layer device tensors use (device/device.h): "cuda" (also when
   // empty) or "simulated". Loaded at the first device tensor.
   std::string device;
+  // HOROVOD_GPU_OPERATIONS and its per-op variants: bit (1 << OpType) of each collective whose
+  // device tensors go to the device backend (when the engine has one) instead of being staged.
+  uint32_t device_ops = 0;
+  // HOROVOD_NCCL_TIMEOUT: the device backend's bound on queued work (its communicators' timeout_ms).
+  int64_t device_timeout_ms = 300000;
 };
 
 struct ProcessSetInfo {
@@ -76,7 +81,10 @@ struct ProcessSetInfo {
 
 class Engine {
  public:
-  Engine(EngineConfig config, std::shared_ptr<Backend> backend, std::shared_ptr<KVStore> store);
+  // `device_backend` (optional: NCCL) takes device tensors' collectives (config.device_ops); without
+  // it they are staged through host memory on `backend`.
+  Engine(EngineConfig config, std::shared_ptr<Backend> backend, std::shared_ptr<KVStore> store,
+         std::shared_ptr<Backend> device_backend = nullptr);
   ~Engine();
 
   // Connects the global and static process sets and starts the background thread. Collective:
@@ -108,6 +116,7 @@ class Engine {
 
   const EngineConfig& config() const { return config_; }
   const Backend& backend() const { return *backend_; }
+  const Backend* device_backend() const { return device_backend_.get(); }
   const NegotiationStats& negotiation_stats() const { return negotiation_stats_; }
   const ExecutionStats& execution_stats() const { return execution_stats_; }
   const OutputPool& output_pool() const { return *output_pool_; }
@@ -155,6 +164,11 @@ class Engine {
   // The device layer, loaded for the first device tensor (requires mu_); null, with the reason in
   // device_error_, when it cannot be had.
   const hvd_device_v1* Device();
+  // The set's device backend communicator on `device_id` (-1: the device this rank uses for the
+  // set), made at first use (DeviceRoute::connect).
+  Status ConnectDevice(ProcessSet& ps, int32_t device_id, DeviceComm** out);
+  // Failures of work queued on the device backend (backend/device_comm.h), for the sets in `sets`.
+  Status WatchDeviceWork(const std::vector<ProcessSet*>& sets);
   // Records a device entry's ready event on the caller's stream (requires mu_).
   Status MarkReady(TensorEntry& e);
   // Queues a refused group member in `ps` (requires mu_, through `lk`, which it may release).
@@ -170,6 +184,7 @@ class Engine {
   EngineConfig config_;
   Logger log_;
   std::shared_ptr<Backend> backend_;
+  std::shared_ptr<Backend> device_backend_;
   std::shared_ptr<KVStore> store_;
   StallInspector stall_settings_;
   Timeline timeline_;

@@ -1,6 +1,7 @@
 #include "execution/device_staging.h"
 
 #include <algorithm>
+#include <cstring>
 #include <unordered_set>
 
 #include "device/device.h"
@@ -64,16 +65,13 @@ Status DeviceStaging::Init() {
 }
 
 Status DeviceStaging::StageIn(std::vector<std::unique_ptr<TensorEntry>>& entries) {
-  staged_.clear();
-  batch_pinned_.clear();
+  staged_.clear();  // the batch's memory stays: a device backend's declined attempt may have queued copies
   Status st;
   for (auto& e : entries) {
     if (!OnDevice(e.get())) continue;
     staged_.push_back({e.get(), e->input, e->output});
-    if (e->input.ready_event) {
-      st = Check(device_->stream_wait_event(stream_, e->input.ready_event), "waiting for tensor '" + e->name + "'");
-      if (!st.ok()) return st;
-    }
+    st = WaitReady(*e);
+    if (!st.ok()) return st;
     const size_t bytes = Bytes(e->input);
     std::shared_ptr<void> in = pinned_.Take(bytes, &st);
     if (!in) return st;
@@ -132,25 +130,82 @@ Status DeviceStaging::StageOut(std::vector<std::unique_ptr<TensorEntry>>& entrie
     if (s.entry->handle) s.entry->handle->device = batch.completion;
   }
   batch.pinned = std::move(batch_pinned_);
+  batch.scratch = std::move(batch_scratch_);
   batch_pinned_.clear();
+  batch_scratch_.clear();
   staged_.clear();
   in_flight_.push_back(std::move(batch));
   return st;
 }
 
-Status DeviceStaging::ResultToDevice(TensorEntry& e, Batch* batch) {
-  std::shared_ptr<Buffer> host = std::move(e.handle->output);
+Status DeviceStaging::Allocate(size_t bytes, const std::string& what, std::shared_ptr<void>* out) {
   void* mem = nullptr;
-  Status st = Check(device_->device_alloc(device_id_, std::max<size_t>(host->bytes(), 1), &mem),
-                    "allocating " + std::to_string(host->bytes()) + " bytes for the result of tensor '" + e.name + "'");
+  Status st = Check(device_->device_alloc(device_id_, std::max<size_t>(bytes, 1), &mem),
+                    "allocating " + std::to_string(bytes) + " bytes for " + what);
   if (!st.ok()) return st;
   const hvd_device_v1* device = device_;
-  e.handle->output_device = std::shared_ptr<void>(mem, [device](void* p) { device->device_free(p); });
+  *out = std::shared_ptr<void>(mem, [device](void* p) { device->device_free(p); });
+  return st;
+}
+
+Status DeviceStaging::ResultToDevice(TensorEntry& e, Batch* batch) {
+  std::shared_ptr<Buffer> host = std::move(e.handle->output);
+  Status st = Allocate(host->bytes(), "the result of tensor '" + e.name + "'", &e.handle->output_device);
+  if (!st.ok()) return st;
   if (host->bytes()) {
-    st = Check(device_->memcpy_async(mem, host->data(), host->bytes(), HVD_COPY_HOST_TO_DEVICE, stream_),
+    st = Check(device_->memcpy_async(e.handle->output_device.get(), host->data(), host->bytes(),
+                                     HVD_COPY_HOST_TO_DEVICE, stream_),
                "copying the result of tensor '" + e.name + "' to the device");
   }
   batch->host_outputs.push_back(std::move(host));  // read by that copy until the batch's event
+  return st;
+}
+
+Status DeviceStaging::WaitReady(const TensorEntry& e) {
+  if (!e.input.ready_event) return Status::Ok();
+  return Check(device_->stream_wait_event(stream_, e.input.ready_event), "waiting for tensor '" + e.name + "'");
+}
+
+Status DeviceStaging::Scratch(size_t bytes, const void* host, const std::string& what, void** out) {
+  std::shared_ptr<void> mem;
+  Status st = Allocate(bytes, what, &mem);
+  if (!st.ok()) return st;
+  batch_scratch_.push_back(mem);
+  *out = mem.get();
+  if (!host || !bytes) return st;
+  std::shared_ptr<void> pinned = pinned_.Take(bytes, &st);
+  if (!pinned) return st;
+  batch_pinned_.push_back(pinned);
+  std::memcpy(pinned.get(), host, bytes);
+  return Check(device_->memcpy_async(*out, pinned.get(), bytes, HVD_COPY_HOST_TO_DEVICE, stream_),
+               "copying " + what + " to the device");
+}
+
+Status DeviceStaging::Copy(void* dst, const void* src, size_t bytes, const std::string& what) {
+  if (!bytes) return Status::Ok();
+  return Check(device_->memcpy_async(dst, src, bytes, HVD_COPY_DEVICE_TO_DEVICE, stream_), "copying " + what);
+}
+
+Status DeviceStaging::Result(TensorEntry& e, size_t bytes, void** out) {
+  Status st = Allocate(bytes, "the result of tensor '" + e.name + "'", &e.handle->output_device);
+  *out = st.ok() ? e.handle->output_device.get() : nullptr;
+  return st;
+}
+
+Status DeviceStaging::Finish(std::vector<std::unique_ptr<TensorEntry>>& entries, std::shared_ptr<void>* done) {
+  Batch batch;
+  Status st;
+  batch.completion = std::make_shared<DeviceCompletion>(DeviceCompletion{device_, device_id_, nullptr});
+  batch.completion->done = events_->Take(device_id_, &st);
+  if (st.ok()) st = Check(device_->event_record(batch.completion->done.get(), stream_), "recording an event");
+  for (auto& e : entries)
+    if (e && e->handle) e->handle->device = batch.completion;
+  *done = batch.completion->done;
+  batch.pinned = std::move(batch_pinned_);
+  batch.scratch = std::move(batch_scratch_);
+  batch_pinned_.clear();
+  batch_scratch_.clear();
+  in_flight_.push_back(std::move(batch));
   return st;
 }
 
@@ -174,6 +229,12 @@ DeviceStaging* DeviceStagings::For(int32_t device_id, Status* status) {
     s = std::move(made);
   }
   return s.get();
+}
+
+std::vector<int32_t> DeviceStagings::Devices() const {
+  std::vector<int32_t> ids;
+  for (const auto& [id, s] : by_device_) ids.push_back(id);
+  return ids;
 }
 
 void DeviceStagings::Reclaim() {

@@ -51,6 +51,22 @@ class DeviceStaging {
   // Lets go of the memory of batches whose copies back have finished.
   void Reclaim();
 
+  // For a batch queued on the device backend instead (execution/device_collectives.cc), on the
+  // engine's stream:
+  hvd_stream_t stream() const { return stream_; }
+  // The stream waits for the entry's ready event.
+  Status WaitReady(const TensorEntry& e);
+  // Device memory kept until the batch's work has run (a joined member's neutral data, scratch
+  // space); with `host`, `bytes` of it are copied there first (through pinned memory).
+  Status Scratch(size_t bytes, const void* host, const std::string& what, void** out);
+  // A device-to-device copy on the stream (`what` names the tensor for an error).
+  Status Copy(void* dst, const void* src, size_t bytes, const std::string& what);
+  // An engine-allocated result (allgather, alltoall, reducescatter) in device memory, handed to the
+  // entry's handle (HandleState::output_device).
+  Status Result(TensorEntry& e, size_t bytes, void** out);
+  // Records the batch's completion event and gives it to each entry's handle; *done is the event.
+  Status Finish(std::vector<std::unique_ptr<TensorEntry>>& entries, std::shared_ptr<void>* done);
+
   const hvd_device_v1* device() const { return device_; }
 
  private:
@@ -62,11 +78,14 @@ class DeviceStaging {
   struct Batch {
     std::shared_ptr<DeviceCompletion> completion;
     std::vector<std::shared_ptr<void>> pinned;
+    std::vector<std::shared_ptr<void>> scratch;  // device memory
     std::vector<std::shared_ptr<Buffer>> host_outputs;
   };
   Status Check(int rc, const std::string& what) const;
   // An engine-allocated result (allgather, alltoall, reducescatter) copied into device memory.
   Status ResultToDevice(TensorEntry& e, Batch* batch);
+  // Device memory of `bytes`, freed when the last holder lets go.
+  Status Allocate(size_t bytes, const std::string& what, std::shared_ptr<void>* out);
 
   const hvd_device_v1* device_;
   std::shared_ptr<EventPool> events_;
@@ -76,6 +95,7 @@ class DeviceStaging {
   PinnedPool pinned_;
   std::vector<Staged> staged_;  // the batch between StageIn and StageOut
   std::vector<std::shared_ptr<void>> batch_pinned_;
+  std::vector<std::shared_ptr<void>> batch_scratch_;
   std::vector<Batch> in_flight_;
 };
 
@@ -90,6 +110,8 @@ class DeviceStagings {
   // Null, with the failure in *status, when the device's stream cannot be made.
   DeviceStaging* For(int32_t device_id, Status* status);
   void Reclaim();
+  // The ids of the devices met so far, ascending.
+  std::vector<int32_t> Devices() const;
   // Destroys the streams and pinned memory (waiting for their work): before the device goes away.
   void Clear() { by_device_.clear(); }
 

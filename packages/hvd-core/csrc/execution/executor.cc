@@ -5,52 +5,14 @@
 #include <cstring>
 #include <numeric>
 
+#include "execution/batch.h"
 #include "horovod/hvd_reduce.hpp"
 
 namespace hvdcore {
 namespace {
 
-int64_t Elements(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
-// Postscale including the division of Average, which backends never see.
-double EffectivePostscale(const Response& r, int32_t set_size) {
-  return r.op == ReduceOp::kAverage ? r.postscale / set_size : r.postscale;
-}
-
 void Scale(hvd_dtype dtype, void* buf, size_t count, double factor) {
   if (factor != 1.0) hvd::scale(dtype, buf, count, factor);
-}
-
-// Whether the memory of two entries of a batch overlaps (an entry's own input and output may be
-// one buffer). A multi-buffer allreduce writes results while later buffers are still being read.
-bool SharesMemory(const std::vector<std::unique_ptr<TensorEntry>>& entries, size_t esize) {
-  if (entries.size() < 2) return false;
-  struct Range {
-    uintptr_t begin, end;
-    size_t entry;
-  };
-  std::vector<Range> ranges;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const TensorEntry* e = entries[i].get();
-    const size_t bytes = e ? (size_t)Elements(e->input.shape) * esize : 0;
-    if (!bytes) continue;
-    ranges.push_back({(uintptr_t)e->input.data, (uintptr_t)e->input.data + bytes, i});
-    if (e->output.data != e->input.data)
-      ranges.push_back({(uintptr_t)e->output.data, (uintptr_t)e->output.data + bytes, i});
-  }
-  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
-  // Sweep in address order, keeping the furthest end reached and whose it is.
-  uintptr_t reach = 0;
-  size_t owner = 0;
-  for (const Range& r : ranges) {
-    if (r.begin < reach && r.entry != owner) return true;
-    if (r.end > reach) reach = r.end, owner = r.entry;
-  }
-  return false;
 }
 
 bool Fusable(const Response& a, const Response& b) {
@@ -111,7 +73,7 @@ Status Executor::Execute(ProcessSet& ps, std::vector<Response> responses) {
       failure = Status::Aborted("negotiation produced a response for tensor '" + r.names[0] +
                                 "' that this rank never submitted");
     }
-    Status st = failure.ok() ? RunStaged(ps, r, entries) : failure;
+    Status st = failure.ok() ? RunPlaced(ps, r, entries) : failure;
     // Last first: a caller synchronizes in submission order, so it wakes once, when the whole
     // batch is complete, instead of at its first tensor, to compete for its core with the
     // completion of the rest.
@@ -129,7 +91,14 @@ Status Executor::Execute(ProcessSet& ps, std::vector<Response> responses) {
   return failure;
 }
 
-Status Executor::RunStaged(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries) {
+Status Executor::RunPlaced(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries) {
+  // Decided by the negotiated response alone, so that every member, a joined one without the
+  // tensor included, takes the same path.
+  if (r.kind == Response::Kind::kOp && r.device_kind != HVD_DEVICE_CPU && route_.Takes(r.type)) {
+    bool declined = false;
+    Status st = RunOnDevice(ps, r, entries, &declined);
+    if (!declined) return st;
+  }
   // Entries of one response are on one kind of device (negotiation agreed); the first one's device
   // stages them all (its stream reaches any device's memory).
   auto device_entry = std::find_if(entries.begin(), entries.end(),
@@ -142,6 +111,17 @@ Status Executor::RunStaged(ProcessSet& ps, const Response& r, std::vector<std::u
   if (st.ok()) st = Run(ps, r, entries);
   Status out = staging->StageOut(entries, st.ok());
   return st.ok() ? out : st;
+}
+
+void Executor::BeginActivity(const Response& r, const std::vector<std::unique_ptr<TensorEntry>>& entries) {
+  if (!timeline_.active()) return;
+  std::string activity = OpTypeName(r.type);
+  for (char& c : activity) c = (char)toupper(c);
+  for (auto& x : entries)
+    if (x) {
+      timeline_.End(x->name);  // negotiation ends
+      timeline_.Begin(x->name, activity);
+    }
 }
 
 namespace {
@@ -229,15 +209,7 @@ void Executor::ExecuteInline(ProcessSet& ps, const std::vector<InlineCompletion>
 Status Executor::Run(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries) {
   if (r.kind == Response::Kind::kError) return Status::Ok();  // completed with the error by the caller
   TensorEntry* e = entries[0].get();
-  if (timeline_.active()) {
-    for (auto& x : entries)
-      if (x) {
-        timeline_.End(x->name);  // negotiation ends
-        std::string activity = OpTypeName(r.type);
-        for (char& c : activity) c = (char)toupper(c);
-        timeline_.Begin(x->name, activity);
-      }
-  }
+  BeginActivity(r, entries);
   stats_.tensors += entries.size();
   switch (r.type) {
     case OpType::kAllreduce: return Allreduce(ps, r, entries);
@@ -417,26 +389,19 @@ Status Executor::CheckSizes(ProcessSet& ps, const Response& r, std::unique_ptr<T
 }
 
 Status Executor::Allgather(ProcessSet& ps, const Response& r, std::unique_ptr<TensorEntry>& e) {
-  const int32_t n = ps.size();
   const size_t esize = hvd::dtype_size(r.dtype);
   const int64_t row = RowElements(r.shapes[0]);
   // Every member's first dimension came with the response (a joined member's is 0): no exchange.
   Status st = CheckSizes(ps, r, e);
   if (!st.ok()) return st;
-  std::vector<size_t> counts(n);
   int64_t total_rows = 0;
-  for (int32_t i = 0; i < n; ++i) {
-    counts[i] = (size_t)(r.tensor_sizes[i] * row);
-    total_rows += r.tensor_sizes[i];
-  }
+  const std::vector<size_t> counts = GatherCounts(r, ps.size(), &total_rows);
   auto out = std::make_shared<Buffer>((size_t)(total_rows * row) * esize, output_pool_);
   ++stats_.backend_calls[(int)OpType::kAllgather];
   st = ps.comm->Allgatherv(e ? e->input.data : nullptr, out->data(), counts, r.dtype);
   if (!st.ok() || !e) return st;
   e->handle->output = out;
-  e->handle->output_dtype = r.dtype;
-  e->handle->output_shape = e->input.shape;
-  e->handle->output_shape[0] = total_rows;
+  DescribeResult(*e, r.dtype, e->input.shape, total_rows);
   return st;
 }
 
@@ -460,35 +425,23 @@ Status Executor::Broadcast(ProcessSet& ps, const Response& r, TensorEntry* e) {
 }
 
 Status Executor::Alltoall(ProcessSet& ps, const Response& r, std::unique_ptr<TensorEntry>& e) {
-  const int32_t n = ps.size(), me = ps.my_rank;
   const size_t esize = hvd::dtype_size(r.dtype);
   const int64_t row = RowElements(r.shapes[0]);
-  // The response holds every member's splits (row i: what member i sends; a joined member's row is
-  // zeros): this member sends its row and receives its column, with no exchange of splits.
+  // The response holds every member's splits: no exchange of splits.
   Status st = CheckSizes(ps, r, e);
   if (!st.ok()) return st;
-  std::vector<int64_t> recv_splits(n);
-  std::vector<size_t> send_counts(n), recv_counts(n);
-  int64_t total_rows = 0;
-  for (int32_t i = 0; i < n; ++i) {
-    recv_splits[i] = r.tensor_sizes[(size_t)i * n + me];
-    send_counts[i] = (size_t)(r.tensor_sizes[(size_t)me * n + i] * row);
-    recv_counts[i] = (size_t)(recv_splits[i] * row);
-    total_rows += recv_splits[i];
-  }
-  auto out = std::make_shared<Buffer>((size_t)(total_rows * row) * esize, output_pool_);
+  AlltoallLayout l = LayOutAlltoall(r, ps.size(), ps.my_rank);
+  auto out = std::make_shared<Buffer>((size_t)(l.total_rows * row) * esize, output_pool_);
   if (r.eager_from.empty()) {
     ++stats_.backend_calls[(int)OpType::kAlltoall];
-    st = ps.comm->Alltoallv(e ? e->input.data : nullptr, send_counts, out->data(), recv_counts, r.dtype);
+    st = ps.comm->Alltoallv(e ? e->input.data : nullptr, l.send_counts, out->data(), l.recv_counts, r.dtype);
   } else {
-    st = AlltoallWithEager(ps, r, e.get(), send_counts, recv_counts, out->data());
+    st = AlltoallWithEager(ps, r, e.get(), l.send_counts, l.recv_counts, out->data());
   }
   if (!st.ok() || !e) return st;
   e->handle->output = out;
-  e->handle->output_dtype = r.dtype;
-  e->handle->output_shape = e->input.shape;
-  e->handle->output_shape[0] = total_rows;
-  e->handle->received_splits = recv_splits;
+  DescribeResult(*e, r.dtype, e->input.shape, l.total_rows);
+  e->handle->received_splits = std::move(l.recv_splits);
   return st;
 }
 
@@ -546,10 +499,8 @@ Status Executor::Reducescatter(ProcessSet& ps, const Response& r, TensorEntry* e
   const size_t esize = hvd::dtype_size(r.dtype);
   const hvd_reduce_op op = BackendReduceOp(r.op);
   const std::vector<int64_t>& shape = r.shapes[0];
-  const int64_t row = RowElements(shape), total = Elements(shape);
-  // Uneven first dimension: the first (d0 % n) ranks receive one extra row.
-  std::vector<size_t> counts(n);
-  for (int32_t i = 0; i < n; ++i) counts[i] = (size_t)((shape[0] / n + (i < shape[0] % n ? 1 : 0)) * row);
+  const int64_t total = Elements(shape);
+  const std::vector<size_t> counts = ReducescatterCounts(shape, n);
   std::vector<uint8_t> scratch;
   const void* send;
   if (!e) {
@@ -570,10 +521,7 @@ Status Executor::Reducescatter(ProcessSet& ps, const Response& r, TensorEntry* e
   if (!st.ok() || !e) return st;
   Scale(r.dtype, out->data(), counts[ps.my_rank], EffectivePostscale(r, n));
   e->handle->output = out;
-  e->handle->output_dtype = r.dtype;
-  e->handle->output_shape = shape;
-  e->handle->output_shape[0] =
-      row ? (int64_t)(counts[ps.my_rank] / row) : (shape[0] / n + (ps.my_rank < shape[0] % n ? 1 : 0));
+  DescribeResult(*e, r.dtype, shape, ReducescatterRows(shape, n, ps.my_rank));
   return st;
 }
 

@@ -21,21 +21,35 @@ struct ExecutionStats {
   std::atomic<uint64_t> tensors{0};
   std::atomic<uint64_t> fused_batches{0};  // allreduce calls that carried more than one tensor
   std::atomic<uint64_t> declined_buffer_calls{0};  // multi-buffer allreduces the backend handed back
-  std::atomic<uint64_t> hierarchical_allreduces{0};  // allreduces done host by host (hierarchical_comm.h)
+  std::atomic<uint64_t> hierarchical_allreduces{0};
+  std::atomic<uint64_t> device_backend_calls{
+      0};  // collectives queued on the device backend (NCCL)  // allreduces done host by host (hierarchical_comm.h)
 };
 
 // Called with each finished entry; the engine releases its name and completes its handle.
 using CompleteFn = std::function<void(ProcessSet&, std::unique_ptr<TensorEntry>, Status)>;
 
+// Which responses on device tensors go to the device backend (NCCL), and how the engine gives a
+// process set its communicator on a device (made at first use; device -1: a member without the
+// tensor, which the engine gives the device it uses for the set). Without `connect` (no device
+// backend) every device tensor is staged through host memory.
+struct DeviceRoute {
+  uint32_t ops = 0;  // bit (1 << OpType) of each op type the device backend takes
+  std::function<Status(ProcessSet&, int32_t device_id, DeviceComm** out)> connect;
+  bool Takes(OpType type) const { return connect && (ops >> (int)type & 1u); }
+};
+
 class Executor {
  public:
   // Large outputs come from, and go back to, `output_pool` (core/output_pool.h).
   // Device tensors are staged through `stagings` (execution/device_staging.h).
+  // Device tensors go to the device backend where `route` takes them (device_collectives.cc).
   Executor(const Logger& log, Timeline& timeline, int64_t fusion_threshold, ExecutionStats& stats,
-           std::shared_ptr<OutputPool> output_pool, DeviceStagings& stagings, CompleteFn complete)
+           std::shared_ptr<OutputPool> output_pool, DeviceStagings& stagings, DeviceRoute route, CompleteFn complete)
       : log_(log),
         timeline_(timeline),
         stagings_(stagings),
+        route_(std::move(route)),
         fusion_threshold_(fusion_threshold),
         stats_(stats),
         output_pool_(std::move(output_pool)),
@@ -52,8 +66,26 @@ class Executor {
   // Consecutive allreduces that may share one fusion buffer become one response.
   std::vector<Response> Fuse(std::vector<Response> responses) const;
   Status Run(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries);
-  // Run, with device entries staged through pinned host memory around it.
-  Status RunStaged(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries);
+  // Runs a response where its data is: on the device backend (RunOnDevice), or through Run, with
+  // device entries staged through pinned host memory around it.
+  Status RunPlaced(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries);
+  // The timeline's activity of each entry: negotiation ends, the op's data movement begins.
+  void BeginActivity(const Response& r, const std::vector<std::unique_ptr<TensorEntry>>& entries);
+
+  // A response on device tensors, queued on the device backend on the engine's stream of the
+  // device (device_collectives.cc). Sets *declined, having queued nothing that matters, where the
+  // backend leaves the op to the engine: on every member alike, which then stage it.
+  Status RunOnDevice(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries,
+                     bool* declined);
+  Status DeviceAllreduce(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries,
+                         DeviceStaging& staging, Comm& comm, bool* declined);
+  Status DeviceAllgather(ProcessSet& ps, const Response& r, std::unique_ptr<TensorEntry>& e, DeviceStaging& staging,
+                         Comm& comm);
+  Status DeviceBroadcast(ProcessSet& ps, const Response& r, TensorEntry* e, DeviceStaging& staging, Comm& comm);
+  Status DeviceAlltoall(ProcessSet& ps, const Response& r, std::unique_ptr<TensorEntry>& e, DeviceStaging& staging,
+                        Comm& comm);
+  Status DeviceReducescatter(ProcessSet& ps, const Response& r, TensorEntry* e, DeviceStaging& staging, Comm& comm,
+                             bool* declined);
   Status Allreduce(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries);
   // One buffer's allreduce on the set's communicator, or host by host (ps.hierarchy).
   Status ReduceAll(ProcessSet& ps, const void* send, void* recv, size_t count, hvd_dtype dtype, hvd_reduce_op op);
@@ -75,6 +107,7 @@ class Executor {
   const Logger& log_;
   Timeline& timeline_;
   DeviceStagings& stagings_;
+  DeviceRoute route_;
   int64_t fusion_threshold_;
   ExecutionStats& stats_;
   std::shared_ptr<OutputPool> output_pool_;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/backend_loader.h"
+#include "backend/device_comm.h"
 #include "backend/hierarchical_comm.h"
 #include "core/handle.h"
 #include "diagnostics/stall_inspector.h"
@@ -47,6 +48,9 @@ struct ProcessSet {
   // The global set's allreduces go through it when HOROVOD_HIERARCHICAL_ALLREDUCE is on and the
   // job spans hosts with several ranks on some (hierarchical_comm.h); null otherwise.
   std::unique_ptr<HierarchicalComm> hierarchy;
+  // The device backend's communicators (NCCL), by device id, made at the set's first collective
+  // on that device (Engine::ConnectDevice).
+  std::map<int32_t, std::unique_ptr<DeviceComm>> device_comms;
   ResponseCache cache;
   Coordinator coordinator;  // used on the set's rank 0 only
   StallInspector stall;     // likewise

@@ -255,6 +255,18 @@ class EngineConfig:
     @device.setter
     def device(self, arg: str, /) -> None: ...
 
+    @property
+    def device_ops(self) -> int: ...
+
+    @device_ops.setter
+    def device_ops(self, arg: int, /) -> None: ...
+
+    @property
+    def device_timeout_ms(self) -> int: ...
+
+    @device_timeout_ms.setter
+    def device_timeout_ms(self, arg: int, /) -> None: ...
+
 class Device:
     """A device layer's table: 'cuda' or 'simulated' (HOROVOD_DEVICE)."""
 
@@ -324,7 +336,7 @@ class Handle:
     def value(self) -> int: ...
 
 class Engine:
-    def __init__(self, config: EngineConfig, backend: Backend, store: KVStore) -> None: ...
+    def __init__(self, config: EngineConfig, backend: Backend, store: KVStore, device_backend: Backend | None = None) -> None: ...
 
     def start(self) -> None: ...
 
@@ -341,6 +353,9 @@ class Engine:
 
     @property
     def backend_name(self) -> str: ...
+
+    @property
+    def device_backend_name(self) -> str | None: ...
 
     def enqueue(self, op_type: int, name: str, input: tuple[int, int] | Annotated[NDArray, dict(writable=False)] | None, dtype: int, shape: Sequence[int], output: tuple[int, int] | Annotated[NDArray, dict(writable=False)] | None = None, op: int = 1, root: int = -1, prescale: float = 1.0, postscale: float = 1.0, process_set: int = 0, splits: Sequence[int] | None = None, group_id: int = -1, group_size: int = 0, device_kind: int = 1, inplace: bool = False, device_id: int = 0, stream: int = 0) -> Handle:
         """

@@ -43,7 +43,7 @@ class Inactive(NamedTuple):
 
 
 _NO_AUTOTUNE = "hvd has no autotuning yet (the tunables keep the values given, or Horovod's defaults)"
-_NO_GPU = "hvd's engine stages GPU tensors through its CPU backend and runs no NCCL operations of its own yet"
+_ONE_STREAM = "hvd queues a device's NCCL work on one stream of the engine's"
 
 #: Horovod's knobs that hvd accepts but does not act on, with why: the one list of them. Each one
 #: that is set is named in a single warning (by rank 0, once per process), so nobody believes they
@@ -61,8 +61,7 @@ INACTIVE_KNOBS: dict[str, Inactive] = {
         "hvd's allgather is not hierarchical yet (HOROVOD_HIERARCHICAL_ALLREDUCE is implemented)", switch=True
     ),
     "HOROVOD_TORUS_ALLREDUCE": Inactive(
-        f"torus allreduce is Horovod's NCCL algorithm for GPUs, and {_NO_GPU} "
-        "(HOROVOD_HIERARCHICAL_ALLREDUCE is implemented)",
+        "hvd has no torus allreduce (HOROVOD_HIERARCHICAL_ALLREDUCE is implemented)",
         switch=True,
     ),
     "HOROVOD_ADASUM_MPI_CHUNK_SIZE": Inactive("hvd has no Adasum yet"),
@@ -72,8 +71,10 @@ INACTIVE_KNOBS: dict[str, Inactive] = {
     "HOROVOD_DISABLE_GROUP_FUSION": Inactive(
         "hvd does not implement keeping grouped operations out of fusion yet", switch=True
     ),
-    "HOROVOD_NUM_NCCL_STREAMS": Inactive(_NO_GPU),
-    "HOROVOD_BATCH_D2D_MEMCOPIES": Inactive(f"it batches GPU memory copies, and {_NO_GPU}", switch=True),
+    "HOROVOD_NUM_NCCL_STREAMS": Inactive(_ONE_STREAM),
+    "HOROVOD_BATCH_D2D_MEMCOPIES": Inactive(
+        "hvd copies no GPU tensor into a fusion buffer: NCCL reduces a batch in place, as one group", switch=True
+    ),
     "HOROVOD_ENABLE_ASYNC_COMPLETION": Inactive(
         "hvd always completes GPU operations asynchronously: with an event the caller's stream waits on",
         switch=True,
@@ -224,6 +225,9 @@ def engine_config(
     if device not in ("", "cuda", "simulated"):
         raise ValueError(f"HOROVOD_DEVICE={device!r} is not one of cuda, simulated")
     config.device = device
+    # Horovod's HOROVOD_NCCL_TIMEOUT-like bound, on by default: queued GPU work not complete in this
+    # many seconds (a peer lost mid-collective) fails the job on every rank instead of hanging it.
+    config.device_timeout_ms = int(_float(env, "HOROVOD_NCCL_TIMEOUT", 300.0, minimum=0.001) * 1000)
     # A launcher (horovodrun) describes a lost rank in the job's store; the engine adds that to the
     # error its peers raise, waiting up to this long for it to appear.
     job_key = env.get("HOROVOD_JOB_KEY", "").strip()

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from horovod.common import config, state
+from horovod.common import config, gpu_operations, state
 from horovod.common.context import Context
 from horovod.common.elastic import protocol as elastic_protocol
 from horovod.common.exceptions import HorovodInternalError
@@ -100,13 +100,16 @@ def init(comm: Sequence[int] | Any | None = None, process_sets: Sequence[Any] | 
             local_rank=topology.local_rank if comm is None else None,
         )
         settings.process_sets = [ps.ranks for ps in static_sets]
+        gpu = gpu_operations.choose(plugins, env)
+        settings.device_ops = gpu.op_mask(_core)
 
         backend = _core.Backend.load(spec.library_path())
+        device_backend = gpu_operations.load(_core, gpu, rank=topology.rank)
         if launch.store is not None:
             store = launch.store
         else:  # a backend a plugin named for an external job or world connects its ranks by itself
             store = _store_for(_core, plugins, env, topology, spec.name in (launch.backend, world_backend))
-        engine = _core.Engine(settings, backend, store)
+        engine = _core.Engine(settings, backend, store, device_backend)
         engine.start()
         for ps_id, ps in enumerate(static_sets, start=1):
             ps.process_set_id = ps_id

@@ -14,9 +14,18 @@ _CONTROLLERS = (("MPI", "mpi"), ("Gloo", "gloo"))
 _TENSOR_OPS = (("NCCL", "nccl"), ("DDL", "ddl"), ("CCL", "ccl"), ("MPI", "mpi"), ("Gloo", "gloo"))
 
 
-def _lines(known: Iterable[tuple[str, str]], available: set[str], extra: Iterable[str]) -> list[str]:
-    lines = [f"    [{'X' if name in available else ' '}] {display}" for display, name in known]
-    lines += [f"    [X] {name}" for name in sorted(extra)]
+def _lines(
+    known: Iterable[tuple[str, str]], available: set[str], extra: Iterable[str], versions: dict[str, str] | None = None
+) -> list[str]:
+    """Horovod's check-box lines; ``versions`` adds what a GPU backend runs on (NCCL's release)."""
+    versions = versions or {}
+
+    def line(display: str, name: str, present: bool) -> str:
+        detail = f" ({versions[name]})" if present and versions.get(name) else ""
+        return f"    [{'X' if present else ' '}] {display}{detail}"
+
+    lines = [line(display, name, name in available) for display, name in known]
+    lines += [line(name, name, True) for name in sorted(extra)]
     return lines
 
 
@@ -38,7 +47,9 @@ def check_build_text() -> str:
     lines += ["", "Available Controllers:"]
     lines += _lines(_CONTROLLERS, controllers, controllers - {name for _, name in _CONTROLLERS})
     lines += ["", "Available Tensor Operations:"]
-    lines += _lines(_TENSOR_OPS, set(backends), set(backends) - known_ops)
+    # A GPU backend's version names the library it would load (hvd-backend-nccl: NCCL's release).
+    gpu_versions = {name: spec.version for name, spec in backends.items() if "cpu" not in spec.device_kinds}
+    lines += _lines(_TENSOR_OPS, set(backends), set(backends) - known_ops, gpu_versions)
     return "\n".join(lines) + "\n"
 
 

@@ -31,6 +31,13 @@ def running_backend() -> str | None:
     return state.running_backend()
 
 
+def running_gpu_backend() -> str | None:
+    """The name of the backend the running instance gives GPU tensors' collectives (None: they are
+    staged through the CPU backend, or hvd is not running)."""
+    ctx = state.slot().context
+    return ctx.engine.device_backend_name if ctx is not None else None
+
+
 def load_backend(library_path: str) -> Any:
     """A backend library opened by the engine's loader, as ``init()`` would open it: its ``name``,
     ``device_kinds``, ``capabilities`` and ``extensions``, checked against the C ABI."""
