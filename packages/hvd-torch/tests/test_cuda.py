@@ -114,10 +114,54 @@ def test_the_distributed_optimizer_on_cuda_equals_its_cpu_result() -> None:
     assert on_gpu[0] == pytest.approx(on_cpu[0], rel=1e-4), (on_gpu, on_cpu)
 
 
+def case_state_objects_and_sync_batch_norm(device: str) -> list[float]:
+    """SyncBatchNorm's forward and backward, the broadcast of an object and of an optimizer's state,
+    and elastic TorchState's sync, commit and restore, on `device`: as numbers to compare."""
+    hvd.init()
+    rank = hvd.rank()
+    data = torch.Generator().manual_seed(7 + rank)
+    bn = hvd.SyncBatchNorm(3).to(device)
+    x = (torch.randn(rank + 2, 3, 4, generator=data) * 2 + 1).to(device).requires_grad_()
+    out = bn(x)
+    upstream = torch.linspace(-1.0, 2.0, out.numel(), device=device).reshape(out.shape)
+    (out * upstream).sum().backward()
+    numbers = [(out * out).sum().item(), x.grad.abs().sum().item(), bn.running_mean.sum().item()]
+    obj = hvd.broadcast_object({"rank": rank, "t": torch.full((2,), float(rank), device=device)}, root_rank=0)
+    assert obj["t"].device.type == device
+    numbers += [float(obj["rank"]), obj["t"].sum().item()]
+    model = torch.nn.Linear(4, 2).to(device)
+    with torch.no_grad():
+        model.weight.fill_(float(rank + 1))
+        model.bias.fill_(0.5)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model(torch.ones(1, 4, device=device)).sum().backward()
+    optimizer.step()  # momentum buffers, different on each rank
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+    numbers += [v["momentum_buffer"].sum().item() for v in optimizer.state_dict()["state"].values()]
+    state = hvd.elastic.TorchState(model, optimizer, epoch=rank)
+    state.sync()  # everyone takes rank 0's
+    numbers += [model.weight.sum().item(), float(state.epoch)]
+    state.commit()
+    with torch.no_grad():
+        model.weight.mul_(0.0)
+    state.restore()
+    assert model.weight.device.type == device
+    numbers.append(model.weight.sum().item())
+    return numbers
+
+
+def test_state_objects_and_sync_batch_norm_on_cuda_equal_their_cpu_result() -> None:
+    on_cpu = cluster(case_state_objects_and_sync_batch_norm, 2, "cpu")
+    on_gpu = cluster(case_state_objects_and_sync_batch_norm, 2, "cuda", env=STAGED)
+    for gpu, cpu in zip(on_gpu, on_cpu, strict=True):
+        assert gpu == pytest.approx(cpu, rel=1e-4, abs=1e-5), (gpu, cpu)
+
+
 def case_on_nccl(device: str) -> tuple[str | None, list[float]]:
     from horovod.common.testing.probes import engine_stats, running_gpu_backend
 
     params = case_optimizer_step_equals_its_cpu_result(device)
+    params += case_state_objects_and_sync_batch_norm(device)
     case_every_collective_on_cuda()
     case_async_handles_and_groups_on_cuda()
     if device == "cuda":

@@ -70,6 +70,8 @@ Status HierarchicalComm::Connect(Comm& global, const std::string& host_key, int3
     }
     cross_ranks.push_back(found->second);
   }
+  comm->host_ranks_ = host_ranks;
+  comm->host_index_ = host_index;
   st = connect(host_ranks, local_rank, "host" + std::to_string(host_index), &comm->host_);
   if (st.ok()) st = connect(cross_ranks, my_cross_index, "cross" + std::to_string(local_rank), &comm->cross_);
   if (!st.ok()) return st;
@@ -77,38 +79,32 @@ Status HierarchicalComm::Connect(Comm& global, const std::string& host_key, int3
   return Status::Ok();
 }
 
-Status HierarchicalComm::Allreduce(const void* send, void* recv, size_t count, hvd_dtype dtype, hvd_reduce_op op) {
-  return homogeneous_ ? AllreduceByBlocks(send, recv, count, dtype, op)
-                      : AllreduceThroughLeaders(send, recv, count, dtype, op);
+std::vector<size_t> HierarchicalComm::BlockCounts(size_t count) const {
+  const size_t members = (size_t)host_->size();
+  std::vector<size_t> counts(members, 0);
+  if (!homogeneous_) {
+    counts[0] = count;  // every element's host sum to local rank 0, which alone crosses hosts
+    return counts;
+  }
+  for (size_t i = 0; i < members; ++i) counts[i] = count / members + (i < count % members ? 1 : 0);
+  return counts;
 }
 
-Status HierarchicalComm::AllreduceByBlocks(const void* send, void* recv, size_t count, hvd_dtype dtype,
-                                           hvd_reduce_op op) {
-  const size_t esize = hvd::dtype_size(dtype), members = (size_t)host_->size();
-  std::vector<size_t> counts(members);
-  for (size_t i = 0; i < members; ++i) counts[i] = count / members + (i < count % members ? 1 : 0);
-  const size_t mine = counts[(size_t)host_->rank()];
+// A reducescatter inside the host leaves each member its block of the host's sum (all of it to
+// local rank 0 where hosts differ in size); the blocks are allreduced across hosts, and an
+// allgather inside the host puts the blocks together (a broadcast from local rank 0).
+Status HierarchicalComm::Allreduce(const void* send, void* recv, size_t count, hvd_dtype dtype, hvd_reduce_op op) {
+  const std::vector<size_t> counts = BlockCounts(count);
+  const size_t esize = hvd::dtype_size(dtype), mine = counts[(size_t)host_->rank()];
   // The block lives apart from `recv`: `send` may be `recv` itself (an in-place fused buffer),
   // which the host's reducescatter still reads while it writes the block.
-  if (scratch_.size() < mine * esize) scratch_.resize(mine * esize);
+  if (scratch_.size() < std::max<size_t>(mine, 1) * esize) scratch_.resize(std::max<size_t>(mine, 1) * esize);
   Status st = host_->Reducescatter(send, scratch_.data(), counts, dtype, op);
-  if (st.ok() && mine) st = cross_->Allreduce(scratch_.data(), scratch_.data(), mine, dtype, op);
-  if (st.ok()) st = host_->Allgatherv(scratch_.data(), recv, counts, dtype);
-  return st;
-}
-
-Status HierarchicalComm::AllreduceThroughLeaders(const void* send, void* recv, size_t count, hvd_dtype dtype,
-                                                 hvd_reduce_op op) {
-  const size_t esize = hvd::dtype_size(dtype);
-  const bool leader = host_->rank() == 0;
-  std::vector<size_t> counts((size_t)host_->size(), 0);
-  counts[0] = count;  // every element's host sum to local rank 0
-  if (leader && scratch_.size() < count * esize) scratch_.resize(count * esize);
-  uint8_t nothing;  // the other members receive no element
-  Status st = host_->Reducescatter(send, leader ? scratch_.data() : &nothing, counts, dtype, op);
-  if (st.ok() && leader) st = cross_->Allreduce(scratch_.data(), recv, count, dtype, op);
-  if (st.ok()) st = host_->Broadcast(recv, count, dtype, 0);
-  return st;
+  void* reduced = homogeneous_ ? (void*)scratch_.data() : recv;
+  if (st.ok() && mine) st = cross_->Allreduce(scratch_.data(), reduced, mine, dtype, op);
+  if (!st.ok()) return st;
+  return homogeneous_ ? host_->Allgatherv(scratch_.data(), recv, counts, dtype)
+                      : host_->Broadcast(recv, count, dtype, 0);
 }
 
 }  // namespace hvdcore

@@ -43,12 +43,22 @@ class HierarchicalComm {
   int32_t hosts() const { return hosts_; }
   bool homogeneous() const { return homogeneous_; }
 
- private:
-  Status AllreduceByBlocks(const void* send, void* recv, size_t count, hvd_dtype dtype, hvd_reduce_op op);
-  Status AllreduceThroughLeaders(const void* send, void* recv, size_t count, hvd_dtype dtype, hvd_reduce_op op);
+  // For the same steps on the device backend (execution/device_hierarchical.cc): the ranks of this
+  // host in local-rank order, this host's place among the hosts, this rank's place on its host,
+  // and the communicator across hosts.
+  const std::vector<int32_t>& host_ranks() const { return host_ranks_; }
+  int32_t host_index() const { return host_index_; }
+  int32_t local_index() const { return host_->rank(); }
+  Comm& cross() { return *cross_; }
+  // The elements of a `count`-element allreduce each member of the host reduces across hosts: an
+  // even share each where every host has as many ranks, else all of them to local rank 0.
+  std::vector<size_t> BlockCounts(size_t count) const;
 
+ private:
   std::unique_ptr<Comm> host_;   // the ranks of this host, member i = local rank i
   std::unique_ptr<Comm> cross_;  // the ranks with this rank's local rank, one per host, in host order
+  std::vector<int32_t> host_ranks_;
+  int32_t host_index_ = 0;
   int32_t hosts_ = 0;
   bool homogeneous_ = false;
   std::vector<uint8_t> scratch_;  // this rank's block, or the leader's host sum

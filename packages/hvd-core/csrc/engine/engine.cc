@@ -22,8 +22,8 @@ Engine::Engine(EngineConfig config, std::shared_ptr<Backend> backend, std::share
       controller_(log_, config_.inline_bytes, config_.inline_max_bytes),
       executor_(log_, timeline_, config_.fusion_threshold, execution_stats_, output_pool_, stagings_,
                 DeviceRoute{device_backend_ ? config_.device_ops : 0u,
-                            [this](ProcessSet& ps, int32_t device_id, DeviceComm** out) {
-                              return ConnectDevice(ps, device_id, out);
+                            [this](ProcessSet& ps, int32_t device_id, bool host, DeviceComm** out) {
+                              return ConnectDevice(ps, device_id, host, out);
                             }},
                 [this](ProcessSet& ps, std::unique_ptr<TensorEntry> e, Status s) {
                   Complete(ps, std::move(e), std::move(s));
@@ -67,7 +67,7 @@ Status Engine::ConnectRanks(const std::vector<int32_t>& ranks, int32_t my_index,
   return Comm::Create(backend_, cc, store_->c_store(), out);
 }
 
-Status Engine::ConnectDevice(ProcessSet& ps, int32_t device_id, DeviceComm** out) {
+Status Engine::ConnectDevice(ProcessSet& ps, int32_t device_id, bool host, DeviceComm** out) {
   const hvd_device_v1* device;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -85,7 +85,9 @@ Status Engine::ConnectDevice(ProcessSet& ps, int32_t device_id, DeviceComm** out
       device_id = count > 0 ? config_.local_rank % count : 0;
     }
   }
-  std::unique_ptr<DeviceComm>& slot = ps.device_comms[device_id];
+  if (host && !ps.hierarchy) return Status::Aborted("no hierarchy of hosts in process set " + std::to_string(ps.id));
+  auto& comms = host ? ps.host_device_comms : ps.device_comms;
+  std::unique_ptr<DeviceComm>& slot = comms[device_id];
   if (slot) {
     *out = slot.get();
     return Status::Ok();
@@ -93,12 +95,14 @@ Status Engine::ConnectDevice(ProcessSet& ps, int32_t device_id, DeviceComm** out
   Status st;
   DeviceStaging* staging = stagings_.For(device_id, &st);  // its stream carries the set's collectives
   if (!staging) return st;
-  std::vector<int32_t> job_ranks = ps.ranks;
-  const std::string prefix = config_.key_prefix + "/ps" + std::to_string(ps.id) + "/device" + std::to_string(device_id);
+  std::vector<int32_t> job_ranks = host ? ps.hierarchy->host_ranks() : ps.ranks;
+  std::string prefix = config_.key_prefix + "/ps" + std::to_string(ps.id);
+  if (host) prefix += "/host" + std::to_string(ps.hierarchy->host_index());
+  prefix += "/device" + std::to_string(device_id);
   hvd_comm_config_v1 cc{};
   cc.struct_size = sizeof cc;
-  cc.rank = ps.my_rank;
-  cc.size = ps.size();
+  cc.rank = host ? ps.hierarchy->local_index() : ps.my_rank;
+  cc.size = (int32_t)job_ranks.size();
   cc.job_ranks = job_ranks.data();
   cc.key_prefix = prefix.c_str();
   cc.timeout_ms = config_.device_timeout_ms;
@@ -109,7 +113,7 @@ Status Engine::ConnectDevice(ProcessSet& ps, int32_t device_id, DeviceComm** out
   std::unique_ptr<Comm> comm;
   st = Comm::Create(device_backend_, cc, store_->c_store(), &comm);
   if (!st.ok()) {
-    ps.device_comms.erase(device_id);
+    comms.erase(device_id);
     return st;
   }
   slot = std::make_unique<DeviceComm>(std::move(comm), device, device_id);
@@ -119,9 +123,11 @@ Status Engine::ConnectDevice(ProcessSet& ps, int32_t device_id, DeviceComm** out
 
 Status Engine::WatchDeviceWork(const std::vector<ProcessSet*>& sets) {
   for (ProcessSet* ps : sets) {
-    for (auto& [id, dc] : ps->device_comms) {
-      Status st = dc->Watch();
-      if (!st.ok()) return st;
+    for (auto* comms : {&ps->device_comms, &ps->host_device_comms}) {
+      for (auto& [id, dc] : *comms) {
+        Status st = dc->Watch();
+        if (!st.ok()) return st;
+      }
     }
   }
   return Status::Ok();

@@ -165,8 +165,8 @@ class Engine {
   // device_error_, when it cannot be had.
   const hvd_device_v1* Device();
   // The set's device backend communicator on `device_id` (-1: the device this rank uses for the
-  // set), made at first use (DeviceRoute::connect).
-  Status ConnectDevice(ProcessSet& ps, int32_t device_id, DeviceComm** out);
+  // set), or its host's members' (`host`), made at first use (DeviceRoute::connect).
+  Status ConnectDevice(ProcessSet& ps, int32_t device_id, bool host, DeviceComm** out);
   // Failures of work queued on the device backend (backend/device_comm.h), for the sets in `sets`.
   Status WatchDeviceWork(const std::vector<ProcessSet*>& sets);
   // Records a device entry's ready event on the caller's stream (requires mu_).

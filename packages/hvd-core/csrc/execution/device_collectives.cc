@@ -26,13 +26,6 @@ std::string Describe(const Response& r) {
   return std::string(OpTypeName(r.type)) + (r.names.size() > 1 ? " of tensors " : " of tensor ") + names;
 }
 
-// Neutral data of `count` elements for `op`, in device memory of the batch.
-Status Neutral(DeviceStaging& staging, const Response& r, const std::string& name, size_t count, void** out) {
-  std::vector<uint8_t> host(count * hvd::dtype_size(r.dtype));
-  hvd::fill_identity(r.dtype, BackendReduceOp(r.op), host.data(), count);
-  return staging.Scratch(host.size(), host.data(), "the neutral data of tensor '" + name + "'", out);
-}
-
 }  // namespace
 
 Status Executor::RunOnDevice(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries,
@@ -43,8 +36,10 @@ Status Executor::RunOnDevice(ProcessSet& ps, const Response& r, std::vector<std:
       device_id = e->input.device_id;
       break;
     }
+  // The global set's allreduces go host by host where HOROVOD_HIERARCHICAL_ALLREDUCE made hosts.
+  const bool by_host = r.type == OpType::kAllreduce && ps.hierarchy;
   DeviceComm* dc = nullptr;
-  Status st = route_.connect(ps, device_id, &dc);
+  Status st = route_.connect(ps, device_id, by_host, &dc);
   if (!st.ok()) return st.WithMessage(Describe(r) + ": " + st.message());
   DeviceStaging* staging = stagings_.For(dc->device_id(), &st);
   if (!staging) return st;
@@ -56,7 +51,10 @@ Status Executor::RunOnDevice(ProcessSet& ps, const Response& r, std::vector<std:
   BeginActivity(r, entries);
   Comm& comm = dc->comm();
   switch (r.type) {
-    case OpType::kAllreduce: st = DeviceAllreduce(ps, r, entries, *staging, comm, declined); break;
+    case OpType::kAllreduce:
+      st = by_host ? DeviceHierarchicalAllreduce(ps, r, entries, *staging, comm, declined)
+                   : DeviceAllreduce(ps, r, entries, *staging, comm, declined);
+      break;
     case OpType::kAllgather: st = DeviceAllgather(ps, r, entries[0], *staging, comm); break;
     case OpType::kBroadcast: st = DeviceBroadcast(ps, r, entries[0].get(), *staging, comm); break;
     case OpType::kAlltoall: st = DeviceAlltoall(ps, r, entries[0], *staging, comm); break;
@@ -68,6 +66,7 @@ Status Executor::RunOnDevice(ProcessSet& ps, const Response& r, std::vector<std:
   stats_.tensors += entries.size();
   ++stats_.backend_calls[(int)r.type];
   ++stats_.device_backend_calls;
+  if (by_host) ++stats_.hierarchical_allreduces;
   if (r.names.size() > 1) ++stats_.fused_batches;
   std::shared_ptr<void> done;
   st = staging->Finish(entries, &done);
@@ -97,7 +96,7 @@ Status Executor::DeviceAllreduce(ProcessSet& ps, const Response& r, std::vector<
     const TensorEntry* e = entries[i].get();
     void* copy = nullptr;
     if (!e) {
-      st = Neutral(staging, r, r.names[i], count, &copy);
+      st = staging.Neutral(r.dtype, BackendReduceOp(r.op), count, r.names[i], &copy);
     } else if (shared) {
       st = staging.Scratch(count * esize, nullptr, "a copy of tensor '" + e->name + "'", &copy);
       if (st.ok()) st = staging.Copy(copy, e->input.data, count * esize, "tensor '" + e->name + "'");
@@ -183,7 +182,7 @@ Status Executor::DeviceReducescatter(ProcessSet& ps, const Response& r, TensorEn
   void* neutral = nullptr;
   void* out = nullptr;
   Status st;
-  if (!e) st = Neutral(staging, r, r.names[0], (size_t)Elements(shape), &neutral);
+  if (!e) st = staging.Neutral(r.dtype, BackendReduceOp(r.op), (size_t)Elements(shape), r.names[0], &neutral);
   const void* send = e ? e->input.data : neutral;
   const size_t bytes = counts[ps.my_rank] * esize;
   if (st.ok()) {

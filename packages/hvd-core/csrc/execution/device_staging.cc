@@ -172,13 +172,38 @@ Status DeviceStaging::Scratch(size_t bytes, const void* host, const std::string&
   if (!st.ok()) return st;
   batch_scratch_.push_back(mem);
   *out = mem.get();
-  if (!host || !bytes) return st;
+  return host ? Upload(*out, host, bytes, what) : st;
+}
+
+Status DeviceStaging::Neutral(hvd_dtype dtype, hvd_reduce_op op, size_t count, const std::string& name, void** out) {
+  std::vector<uint8_t> host(count * hvd::dtype_size(dtype));
+  hvd::fill_identity(dtype, op, host.data(), count);
+  return Scratch(host.size(), host.data(), "the neutral data of tensor '" + name + "'", out);
+}
+
+Status DeviceStaging::Upload(void* dst, const void* host, size_t bytes, const std::string& what) {
+  if (!bytes) return Status::Ok();
+  Status st;
   std::shared_ptr<void> pinned = pinned_.Take(bytes, &st);
   if (!pinned) return st;
   batch_pinned_.push_back(pinned);
   std::memcpy(pinned.get(), host, bytes);
-  return Check(device_->memcpy_async(*out, pinned.get(), bytes, HVD_COPY_HOST_TO_DEVICE, stream_),
+  return Check(device_->memcpy_async(dst, pinned.get(), bytes, HVD_COPY_HOST_TO_DEVICE, stream_),
                "copying " + what + " to the device");
+}
+
+Status DeviceStaging::ThroughHost(void* data, size_t bytes, const std::function<Status(void*)>& work) {
+  Status st;
+  std::shared_ptr<void> pinned = pinned_.Take(bytes, &st);
+  if (!pinned) return st;
+  batch_pinned_.push_back(pinned);
+  st = Check(device_->memcpy_async(pinned.get(), data, bytes, HVD_COPY_DEVICE_TO_HOST, stream_), "copying to the host");
+  if (st.ok()) st = Check(device_->event_record(copied_in_, stream_), "recording an event");
+  if (st.ok()) st = Check(device_->event_synchronize(copied_in_), "copying to the host");
+  if (st.ok()) st = work(pinned.get());
+  if (!st.ok()) return st;
+  return Check(device_->memcpy_async(data, pinned.get(), bytes, HVD_COPY_HOST_TO_DEVICE, stream_),
+               "copying to the device");
 }
 
 Status DeviceStaging::Copy(void* dst, const void* src, size_t bytes, const std::string& what) {

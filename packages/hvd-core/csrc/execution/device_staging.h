@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -12,6 +13,7 @@
 
 #include "core/handle.h"
 #include "device/event_pool.h"
+#include "horovod/hvd_backend.h"
 #include "horovod/hvd_device.h"
 
 namespace hvdcore {
@@ -59,6 +61,14 @@ class DeviceStaging {
   // Device memory kept until the batch's work has run (a joined member's neutral data, scratch
   // space); with `host`, `bytes` of it are copied there first (through pinned memory).
   Status Scratch(size_t bytes, const void* host, const std::string& what, void** out);
+  // Device memory of the batch holding `count` elements neutral to `op` (what a member without
+  // tensor `name` contributes).
+  Status Neutral(hvd_dtype dtype, hvd_reduce_op op, size_t count, const std::string& name, void** out);
+  // `bytes` of host data copied to device memory at `dst` on the stream (through pinned memory).
+  Status Upload(void* dst, const void* host, size_t bytes, const std::string& what);
+  // Runs `work` on a host copy of `bytes` of device memory at `data` (pinned; the engine's thread
+  // waits for the copy), then copies the host copy back: a step of the CPU backend amid device work.
+  Status ThroughHost(void* data, size_t bytes, const std::function<Status(void*)>& work);
   // A device-to-device copy on the stream (`what` names the tensor for an error).
   Status Copy(void* dst, const void* src, size_t bytes, const std::string& what);
   // An engine-allocated result (allgather, alltoall, reducescatter) in device memory, handed to the

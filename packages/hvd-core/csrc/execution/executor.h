@@ -35,7 +35,8 @@ using CompleteFn = std::function<void(ProcessSet&, std::unique_ptr<TensorEntry>,
 // backend) every device tensor is staged through host memory.
 struct DeviceRoute {
   uint32_t ops = 0;  // bit (1 << OpType) of each op type the device backend takes
-  std::function<Status(ProcessSet&, int32_t device_id, DeviceComm** out)> connect;
+  // `host`: the communicator of this host's members of the set (hierarchical allreduce) instead.
+  std::function<Status(ProcessSet&, int32_t device_id, bool host, DeviceComm** out)> connect;
   bool Takes(OpType type) const { return connect && (ops >> (int)type & 1u); }
 };
 
@@ -79,6 +80,11 @@ class Executor {
                      bool* declined);
   Status DeviceAllreduce(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries,
                          DeviceStaging& staging, Comm& comm, bool* declined);
+  // HOROVOD_HIERARCHICAL_ALLREDUCE on the device (device_hierarchical.cc): the host's ranks on the
+  // device backend, across hosts on the CPU backend through pinned memory.
+  Status DeviceHierarchicalAllreduce(ProcessSet& ps, const Response& r,
+                                     std::vector<std::unique_ptr<TensorEntry>>& entries, DeviceStaging& staging,
+                                     Comm& host, bool* declined);
   Status DeviceAllgather(ProcessSet& ps, const Response& r, std::unique_ptr<TensorEntry>& e, DeviceStaging& staging,
                          Comm& comm);
   Status DeviceBroadcast(ProcessSet& ps, const Response& r, TensorEntry* e, DeviceStaging& staging, Comm& comm);

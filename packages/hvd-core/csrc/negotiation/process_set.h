@@ -51,6 +51,8 @@ struct ProcessSet {
   // The device backend's communicators (NCCL), by device id, made at the set's first collective
   // on that device (Engine::ConnectDevice).
   std::map<int32_t, std::unique_ptr<DeviceComm>> device_comms;
+  // ... and those of this host's members, by device id, for hierarchical allreduces.
+  std::map<int32_t, std::unique_ptr<DeviceComm>> host_device_comms;
   ResponseCache cache;
   Coordinator coordinator;  // used on the set's rank 0 only
   StallInspector stall;     // likewise

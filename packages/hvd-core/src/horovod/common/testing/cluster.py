@@ -20,6 +20,22 @@ from horovod.common import lifecycle, state
 from horovod.common.world import Launch, Topology
 
 
+def _topology(hosts: Sequence[str], rank: int) -> Topology:
+    """Rank `rank`'s place among ranks on `hosts` (one entry per rank), as horovodrun numbers them:
+    local ranks count the ranks before it on its host; the cross set holds each host's rank with
+    that local rank, hosts in the order of their first rank."""
+    local = [hosts[:r].count(hosts[r]) for r in range(len(hosts))]
+    cross = [r for r in range(len(hosts)) if local[r] == local[rank]]
+    return Topology(
+        rank=rank,
+        size=len(hosts),
+        local_rank=local[rank],
+        local_size=hosts.count(hosts[rank]),
+        cross_rank=cross.index(rank),
+        cross_size=len(cross),
+    )
+
+
 class ClusterError(AssertionError):
     """One or more ranks raised (or did not finish); the message has every rank's traceback."""
 
@@ -37,11 +53,14 @@ def run_cluster(
     env: Mapping[str, str] | None = None,
     backend: str = "inmemory",
     timeout: float = 60.0,
+    hosts: Sequence[str] | None = None,
 ) -> list[Any]:
     """Runs ``fn(*args)`` on ``np`` ranks (threads) and returns their results in rank order.
 
     ``env`` adds ``HOROVOD_*`` settings for these ranks only. A rank that is still running after
     ``timeout`` seconds fails the run (its engine is shut down so its thread can finish).
+    ``hosts`` names the host of each rank (``HOROVOD_HOSTNAME``, and local and cross ranks as a
+    launcher gives them): by default all of them are on one.
     """
     from horovod.common import _core
 
@@ -56,9 +75,14 @@ def run_cluster(
     # A rank that fails shuts down at once, which releases peers waiting on it in a collective.
     finished = threading.Barrier(np)
 
+    placed = list(hosts) if hosts is not None else ["localhost"] * np
+    if len(placed) != np:
+        raise ValueError(f"run_cluster: {len(placed)} hosts given for {np} ranks")
+
     def rank_main(rank: int) -> None:
-        topology = Topology(rank=rank, size=np, local_rank=rank, local_size=np, cross_rank=0, cross_size=1)
-        state.set_thread_launch(Launch(topology=topology, env=merged_env, store=store, job_key=job_key))
+        topology = _topology(placed, rank)
+        rank_env = merged_env if hosts is None else {**merged_env, "HOROVOD_HOSTNAME": placed[rank]}
+        state.set_thread_launch(Launch(topology=topology, env=rank_env, store=store, job_key=job_key))
         try:
             results[rank] = fn(*args)
         except BaseException:
