@@ -203,6 +203,31 @@ def test_hierarchical_allreduce_reduces_on_nccl_inside_hosts_and_on_the_cpu_acro
     assert all(f"nranks={hosts.count('a')}" in line or "nranks=1" in line for line in inits), inits
 
 
+def test_a_process_set_has_its_own_nccl_communicator(fake: Any) -> None:
+    def rank_main() -> list[float]:
+        edges = hvd.ProcessSet([0, 2])
+        hvd.init(process_sets=[edges])
+        t = DeviceTensors("simulated")
+        try:
+            results = []
+            x = np.full((4,), float(hvd.rank() + 1), np.float32)
+            xs = t.put(x)
+            t.submit("allreduce", "all", xs, x, op=hvd.Sum, inplace=True).wait()
+            results.append(float(t.get(xs, x)[0]))
+            if edges.included():
+                y = np.full((4,), float(hvd.rank() + 1), np.float32)
+                ys = t.put(y)
+                t.submit("allreduce", "edges", ys, y, op=hvd.Sum, inplace=True, process_set=edges.process_set_id).wait()
+                results.append(float(t.get(ys, y)[0]))
+            return results
+        finally:
+            t.close()
+
+    assert run_cluster(rank_main, 3, env=ON_NCCL, timeout=120) == [[6.0, 4.0], [6.0], [6.0, 4.0]]
+    sizes = sorted(line.split("nranks=")[1].split()[0] for line in fake.log() if line.startswith("ncclCommInitRank"))
+    assert sizes == ["2", "2", "3", "3", "3"], sizes
+
+
 def test_a_joined_rank_takes_part_with_neutral_data_on_its_device() -> None:
     def case(t: DeviceTensors) -> float:
         if hvd.rank() == 0:

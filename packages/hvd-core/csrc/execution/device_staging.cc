@@ -239,7 +239,9 @@ void DeviceStaging::Reclaim() {
   for (size_t i = 0; i < in_flight_.size(); ++i) {
     int done = 0;
     if (device_->event_query(in_flight_[i].completion->done.get(), &done) == HVD_OK && !done) {
-      in_flight_[kept++] = std::move(in_flight_[i]);
+      // Never onto itself: a vector moved onto itself is left empty, its memory freed under the copies.
+      if (kept != i) in_flight_[kept] = std::move(in_flight_[i]);
+      ++kept;
     }
   }
   in_flight_.resize(kept);

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from horovod.common.testing import cases
+from horovod.common.testing import cases, device_cases
 from horovod.common.testing.cluster import run_cluster
 
 
@@ -60,6 +60,11 @@ class BackendConformance:
 
     def test_reducescatter(self) -> None:
         self._each_size(cases.case_reducescatter, self.reduce_dtypes)
+
+    def test_device_tensors_staged(self) -> None:
+        """Device tensors (hvd-core's simulated device) staged through pinned memory and this backend."""
+        env = {**device_cases.ENV, "HOROVOD_GPU_OPERATIONS": self.backend}
+        self._each_size(device_cases.case_device_tensors, self.reduce_dtypes, cases.ALL_DTYPES, env=env)
 
     def test_barrier_and_async(self) -> None:
         self._each_size(cases.case_barrier_and_async)
