@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "horovod/hvd_backend.h"
+#include "horovod/hvd_reduce_simd.hpp"
 
 namespace hvd {
 
@@ -50,8 +51,10 @@ inline uint16_t float_to_half(float f) {
   std::memcpy(&x, &f, sizeof x);
   uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
   uint32_t absx = x & 0x7FFFFFFFu;
-  if (absx >= 0x7F800000u) {  // inf or NaN
-    return (uint16_t)(sign | 0x7C00u | (absx > 0x7F800000u ? 0x200u : 0u));
+  if (absx >=
+      0x7F800000u) {  // inf, or NaN made quiet keeping its payload's top bits (as F16C does)
+    return (uint16_t)(sign | 0x7C00u |
+                      (absx > 0x7F800000u ? 0x200u | ((absx >> 13) & 0x3FFu) : 0u));
   }
   if (absx >= 0x477FF000u) return (uint16_t)(sign | 0x7C00u);  // overflows to inf
   if (absx < 0x38800000u) {                                     // subnormal or zero in half
@@ -177,7 +180,9 @@ inline void reduce_native(hvd_reduce_op op, T* acc, const T* in, size_t n) {
   }
 }
 
-// float16 / bfloat16: widen to float, reduce, narrow (one rounding per pairwise step).
+// float16 / bfloat16: widen to float, reduce, narrow (one rounding per pairwise step). A NaN
+// result is the default quiet NaN whatever the op, so that no path (hvd_reduce_simd.hpp's vector
+// ones, or this loop as another compiler orders an addition's operands) can pass on another.
 template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
 inline void reduce_16bit(hvd_reduce_op op, uint16_t* acc, const uint16_t* in, size_t n) {
   for (size_t i = 0; i < n; ++i) {
@@ -188,7 +193,7 @@ inline void reduce_16bit(hvd_reduce_op op, uint16_t* acc, const uint16_t* in, si
       case HVD_REDUCE_MAX: r = nan_max(a, b); break;
       case HVD_REDUCE_PRODUCT: r = a * b; break;
     }
-    acc[i] = FromFloat(r);
+    acc[i] = FromFloat(std::isnan(r) ? std::numeric_limits<float>::quiet_NaN() : r);
   }
 }
 
@@ -222,12 +227,20 @@ inline bool reduce_into(hvd_dtype dtype, hvd_reduce_op op, void* acc, const void
     case HVD_DTYPE_INT64: reduce_native(op, (int64_t*)acc, (const int64_t*)in, n); return true;
     case HVD_DTYPE_FLOAT32: reduce_native(op, (float*)acc, (const float*)in, n); return true;
     case HVD_DTYPE_FLOAT64: reduce_native(op, (double*)acc, (const double*)in, n); return true;
-    case HVD_DTYPE_FLOAT16:
-      reduce_16bit<half_to_float, float_to_half>(op, (uint16_t*)acc, (const uint16_t*)in, n);
+    case HVD_DTYPE_FLOAT16: {  // vector instructions where the CPU has them, the rest portably
+      const size_t done =
+          simd::reduce_16bit<false>(simd::level(), op, (uint16_t*)acc, (const uint16_t*)in, n);
+      reduce_16bit<half_to_float, float_to_half>(op, (uint16_t*)acc + done,
+                                                 (const uint16_t*)in + done, n - done);
       return true;
-    case HVD_DTYPE_BFLOAT16:
-      reduce_16bit<bfloat_to_float, float_to_bfloat>(op, (uint16_t*)acc, (const uint16_t*)in, n);
+    }
+    case HVD_DTYPE_BFLOAT16: {
+      const size_t done =
+          simd::reduce_16bit<true>(simd::level(), op, (uint16_t*)acc, (const uint16_t*)in, n);
+      reduce_16bit<bfloat_to_float, float_to_bfloat>(op, (uint16_t*)acc + done,
+                                                     (const uint16_t*)in + done, n - done);
       return true;
+    }
     case HVD_DTYPE_BOOL: reduce_bool(op, (uint8_t*)acc, (const uint8_t*)in, n); return true;
   }
   return false;
@@ -251,12 +264,13 @@ inline bool scale(hvd_dtype dtype, void* buf, size_t n, double factor) {
     case HVD_DTYPE_FLOAT64: scale_native((double*)buf, n, factor); return true;
     case HVD_DTYPE_FLOAT16: {
       uint16_t* p = (uint16_t*)buf;
-      for (size_t i = 0; i < n; ++i) p[i] = float_to_half((float)(half_to_float(p[i]) * factor));
+      for (size_t i = simd::scale_16bit<false>(simd::level(), p, n, factor); i < n; ++i)
+        p[i] = float_to_half((float)(half_to_float(p[i]) * factor));
       return true;
     }
     case HVD_DTYPE_BFLOAT16: {
       uint16_t* p = (uint16_t*)buf;
-      for (size_t i = 0; i < n; ++i)
+      for (size_t i = simd::scale_16bit<true>(simd::level(), p, n, factor); i < n; ++i)
         p[i] = float_to_bfloat((float)(bfloat_to_float(p[i]) * factor));
       return true;
     }
