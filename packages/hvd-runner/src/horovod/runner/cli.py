@@ -366,7 +366,16 @@ def build_parser() -> argparse.ArgumentParser:
         dest="num_nccl_streams",
         type=_nonnegative_int,
         default=None,
-        help="HOROVOD_NUM_NCCL_STREAMS (no effect yet: no NCCL backend).",
+        help="HOROVOD_NUM_NCCL_STREAMS (no effect: hvd queues a GPU's NCCL work on one stream).",
+    )
+    library.add_argument(
+        "--num-threads-per-rank",
+        dest="num_threads_per_rank",
+        type=_nonnegative_int,
+        default=None,
+        help="Intra-op threads of each rank (OMP_NUM_THREADS, MKL_NUM_THREADS, TF_NUM_INTRAOP_THREADS, "
+        "MXNET_OMP_MAX_THREADS); by default the host's cores over its ranks where those are not set; "
+        "0 leaves them alone. HOROVOD_NUM_THREADS_PER_RANK.",
     )
     library.add_argument(
         "--thread-affinity",

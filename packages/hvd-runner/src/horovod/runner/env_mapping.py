@@ -122,6 +122,7 @@ TUNABLES: tuple[Tunable, ...] = (
     ),
     Tunable("num_nccl_streams", "HOROVOD_NUM_NCCL_STREAMS", _number, int, ("library_options", "num_nccl_streams")),
     Tunable("thread_affinity", "HOROVOD_THREAD_AFFINITY", _number, int, ("library_options", "thread_affinity")),
+    Tunable("num_threads_per_rank", "HOROVOD_NUM_THREADS_PER_RANK", _number, int),
     Tunable("ccl_bgt_affinity", "HOROVOD_CCL_BGT_AFFINITY", _number, int, ("library_options", "ccl_bgt_affinity")),
     Tunable(
         "gloo_timeout_seconds",

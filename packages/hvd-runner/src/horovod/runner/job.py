@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
 from horovod.common.plugin_api import failure_report_key
-from horovod.runner import exit_report, loss_report, network, worker_env
+from horovod.runner import exit_report, loss_report, network, threads, worker_env
 from horovod.runner import settings as settings_mod
 from horovod.runner.hosts import Placement
 from horovod.runner.local import DEFAULT_GRACE_S, LocalJob, Outcome, RankSpec, Report, start_here
@@ -127,6 +127,17 @@ def run_job(
             nics=job_network.nics,
         )
         envs = [placement_environment(common, p) for p in settings.placements]
+        # The ranks of this machine get their share of its cores here; a remote host's, there
+        # (remote_rank.py), from its own.
+        remote = frozenset(settings.remote_hosts)
+        cores = threads.host_cores()
+        local_sizes = {p.hostname: p.local_size for p in settings.placements if p.hostname not in remote}
+        if line := threads.describe(envs[0], local_sizes, cores, bool(remote)):
+            log(line)
+        envs = [
+            env if p.hostname in remote else threads.apply(env, cores)
+            for p, env in zip(settings.placements, envs, strict=True)
+        ]
         if settings.verbose:
             if job_network.description:
                 log(f"network: {job_network.description}")

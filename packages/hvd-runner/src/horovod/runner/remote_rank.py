@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 
+from horovod.runner import threads
 from horovod.runner.process_groups import group_alive, shell_status, signal_group
 
 _POLL_S = 0.05
@@ -59,6 +60,7 @@ def main() -> int:
         request = json.loads(line)
         argv, cwd = list(request["argv"]), request.get("cwd")
         env = {**os.environ, **request["env"]}  # this host's login environment, then the job's
+        env = threads.apply(env, threads.host_cores())  # this host's cores shared among its ranks
         grace_s = float(request.get("grace_s", 3.0))
         lifeline_s = float(request.get("lifeline_s", 30.0))
     except (ValueError, KeyError, TypeError):
