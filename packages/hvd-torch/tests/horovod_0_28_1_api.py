@@ -23,8 +23,8 @@ What counts as public (documented in ../shared/seeds/ or what users import):
 - horovod.runner: ``run``; ``launch.parse_args`` and ``launch.run_commandline`` (horovodrun's entry
   point); horovodrun's flags (HOROVODRUN_FLAGS, from ``parse_args``'s ``add_argument`` calls).
 Left out as implementation details: mpi_ops's autograd Functions (``HorovodAllreduce``...), the
-compiled ``mpi_lib``, ``_DistributedOptimizer.find_duplicates``, the elastic state handlers
-(``horovod.torch.elastic.state.*StateHandler``), launch.py's argparse action factories and its
+compiled ``mpi_lib``, ``_DistributedOptimizer.find_duplicates`` (the elastic state handlers,
+``horovod.torch.elastic.state.*StateHandler``, are tested by test_elastic.py), launch.py's argparse action factories and its
 ``_run``/``check_build``/``run_controller`` helpers.
 The seeds' API page documents ``ElasticSampler.get_indices``/``record_indices``: an older Horovod's;
 0.28.1's sampler has ``record_batch``, ``state_dict``/``load_state_dict`` and ``reset`` instead (below).

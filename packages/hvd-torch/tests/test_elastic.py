@@ -139,3 +139,51 @@ def test_elastic_job_loses_a_worker_mid_epoch_and_grows_back(tmp_path: Path) -> 
     assert sorted(f["rank"] for f in finals) == ["0", "1", "2"] and all(f["size"] == "3" for f in finals), finals
     assert all(f["counts_ok"] == "True" for f in finals), finals
     assert len({f["checksum"] for f in finals}) == 1, finals
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.count = 0
+
+
+class _CounterHandler(hvd.elastic.StateHandler):
+    """A custom kind of state, as Horovod's users register one."""
+
+    def save(self) -> None:
+        self.saved = self.value.count
+
+    def restore(self) -> None:
+        self.value.count = self.saved
+
+    def sync(self) -> None:
+        self.value.count = hvd.broadcast_object(self.value.count, root_rank=0, name="counter")
+
+
+def _custom_handler_case() -> list[int]:
+    hvd.init()
+    counter = _Counter()
+    counter.count = 10 + hvd.rank()
+    state = hvd.elastic.TorchState(counter=counter, epoch=0)
+    state.sync()
+    synced = counter.count
+    counter.count = 42
+    state.commit()
+    counter.count = -1
+    state.restore()
+    return [synced, counter.count]
+
+
+def test_custom_state_handlers_through_the_registry() -> None:
+    from horovod.torch.elastic import state as torch_state
+
+    defaults = torch_state.get_handler_registry()
+    assert [h for _, h in defaults] == [
+        torch_state.ModelStateHandler,
+        torch_state.OptimizerStateHandler,
+        torch_state.SamplerStateHandler,
+    ]
+    torch_state.set_handler_registry([(_Counter, _CounterHandler), *defaults])
+    try:
+        assert cluster(_custom_handler_case, 2) == [[10, 42], [10, 42]]
+    finally:
+        torch_state.set_handler_registry(defaults)

@@ -9,6 +9,27 @@ from __future__ import annotations
 # hvd-core's run loop: horovod.torch's init() and shutdown() are hvd-core's.
 from horovod.common.elastic import ObjectState, State, run, run_fn
 from horovod.torch.elastic.sampler import ElasticSampler
-from horovod.torch.elastic.state import TorchState
+from horovod.torch.elastic.state import (
+    ModelStateHandler,
+    OptimizerStateHandler,
+    SamplerStateHandler,
+    StateHandler,
+    TorchState,
+    get_handler_registry,
+    set_handler_registry,
+)
 
-__all__ = ["ElasticSampler", "ObjectState", "State", "TorchState", "run", "run_fn"]
+__all__ = [
+    "ElasticSampler",
+    "ModelStateHandler",
+    "ObjectState",
+    "OptimizerStateHandler",
+    "SamplerStateHandler",
+    "State",
+    "StateHandler",
+    "TorchState",
+    "get_handler_registry",
+    "run",
+    "run_fn",
+    "set_handler_registry",
+]

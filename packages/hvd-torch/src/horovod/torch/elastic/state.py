@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -13,47 +12,104 @@ from horovod.torch.functions import broadcast_optimizer_state, broadcast_paramet
 from horovod.torch.objects import allgather_object, broadcast_object
 
 
-class _Handler:
-    """One tracked object (a model, an optimizer, a sampler): saved as a deep copy of its
-    ``state_dict``, restored with ``load_state_dict``, synchronised from rank 0 by ``sync``."""
+class StateHandler:
+    """Horovod's base of the objects ``TorchState`` tracks: ``save`` keeps the value's state,
+    ``restore`` brings it back, ``sync`` makes every rank's equal to rank 0's. A custom kind of object
+    is tracked by registering a subclass for its type (:func:`set_handler_registry`).
 
-    def __init__(self, value: Any, sync: Callable[[Any], None], reset: Callable[[Any], None] | None = None) -> None:
+    :param value: the object tracked.
+    """
+
+    def __init__(self, value: Any) -> None:
         self.value = value
-        self._sync = sync
-        self._reset = reset
+
+    def save(self) -> None:
+        raise NotImplementedError()
+
+    def restore(self) -> None:
+        raise NotImplementedError()
+
+    def sync(self) -> None:
+        raise NotImplementedError()
+
+    def reset(self) -> None:
+        """A new world formed (hvd's addition: nothing by default)."""
+
+    def set_value(self, value: Any) -> None:
+        """A new object replaces the tracked one; its state is saved at once."""
+        self.value = value
+        self.save()
+
+
+class _StateDictHandler(StateHandler):
+    """An object with ``state_dict``/``load_state_dict``: saved as a deep copy of its state dict."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__(value)
         self.save()
 
     def save(self) -> None:
-        self._saved = copy.deepcopy(self.value.state_dict())
+        self._saved_state = copy.deepcopy(self.value.state_dict())
 
     def restore(self) -> None:
-        self.value.load_state_dict(self._saved)
+        self.value.load_state_dict(self._saved_state)
+
+
+class ModelStateHandler(_StateDictHandler):
+    """A ``torch.nn.Module``, synchronised with ``broadcast_parameters`` from rank 0."""
 
     def sync(self) -> None:
-        self._sync(self.value)
+        broadcast_parameters(self.value.state_dict(), root_rank=0)
+
+
+class OptimizerStateHandler(_StateDictHandler):
+    """A ``torch.optim.Optimizer``, synchronised with ``broadcast_optimizer_state`` from rank 0."""
+
+    def sync(self) -> None:
+        broadcast_optimizer_state(self.value, root_rank=0)
+
+
+class SamplerStateHandler(_StateDictHandler):
+    """An ``ElasticSampler``: every rank's processed indices united, then rank 0's epoch; it is
+    repartitioned over a new world even when no sync follows (only hosts removed)."""
+
+    def sync(self) -> None:
+        sampler = self.value
+        # record_indices records a rank's own only: every rank's, united.
+        processed: set[int] = set().union(*allgather_object(sampler.processed_indices, name="__hvd.elastic.sampler"))
+        state = sampler.state_dict()
+        state["processed_indices"] = processed
+        sampler.load_state_dict(broadcast_object(state, root_rank=0, name="__hvd.elastic.sampler.state"))
 
     def reset(self) -> None:
-        """A new world formed."""
-        if self._reset is not None:
-            self._reset(self.value)
+        self.value.reset()
 
 
-def _sync_sampler(sampler: ElasticSampler) -> None:
-    # Every rank's record, united (record_indices records a rank's own only), then rank 0's epoch.
-    processed: set[int] = set().union(*allgather_object(sampler.processed_indices, name="__hvd.elastic.sampler"))
-    state = sampler.state_dict()
-    state["processed_indices"] = processed
-    sampler.load_state_dict(broadcast_object(state, root_rank=0, name="__hvd.elastic.sampler.state"))
+_handler_registry: list[tuple[type, type[StateHandler]]] = [
+    (torch.nn.Module, ModelStateHandler),
+    (torch.optim.Optimizer, OptimizerStateHandler),
+    (ElasticSampler, SamplerStateHandler),
+]
 
 
-def _handler_for(value: Any) -> _Handler | None:
-    if isinstance(value, torch.nn.Module):
-        return _Handler(value, lambda model: broadcast_parameters(model.state_dict(), root_rank=0))
-    if isinstance(value, torch.optim.Optimizer):
-        return _Handler(value, lambda optimizer: broadcast_optimizer_state(optimizer, root_rank=0))
-    if isinstance(value, ElasticSampler):
-        # Repartitioned over the new world even when no sync follows (only hosts removed).
-        return _Handler(value, _sync_sampler, reset=ElasticSampler.reset)
+def get_handler_registry() -> list[tuple[type, type[StateHandler]]]:
+    """The (type, handler class) pairs ``TorchState`` consults, first match first (Horovod's)."""
+    return _handler_registry
+
+
+def set_handler_registry(registry: list[tuple[type, type[StateHandler]]]) -> None:
+    """Replaces the registry, e.g. with a custom pair put first (Horovod's).
+
+    :param registry: (type, handler class) pairs, consulted in order.
+    """
+    global _handler_registry
+    _handler_registry = registry
+
+
+def _handler_for(value: Any) -> StateHandler | None:
+    for kind, handler in _handler_registry:
+        if isinstance(value, kind):
+            return handler(value)
     return None
 
 
@@ -71,11 +127,11 @@ class TorchState(ObjectState):
         objects by their ``state_dict``, anything else as a plain attribute (deep-copied at each commit).
     """
 
-    _handlers: dict[str, _Handler]
+    _handlers: dict[str, StateHandler]
 
     def __init__(self, model: Any = None, optimizer: Any = None, **kwargs: Any) -> None:
         kwargs.update(model=model, optimizer=optimizer)
-        handlers: dict[str, _Handler] = {}
+        handlers: dict[str, StateHandler] = {}
         plain: dict[str, Any] = {}
         for name, value in kwargs.items():
             handler = _handler_for(value)
@@ -113,5 +169,5 @@ class TorchState(ObjectState):
     def __setattr__(self, name: str, value: Any) -> None:
         handlers = self.__dict__.get("_handlers", {})
         if name in handlers:
-            handlers[name].value = value  # a new model or optimizer object replaces the tracked one
+            handlers[name].set_value(value)  # a new model or optimizer object replaces the tracked one
         super().__setattr__(name, value)
