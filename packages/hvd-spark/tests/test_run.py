@@ -146,3 +146,17 @@ def test_ranks_still_running_after_a_failure_are_cancelled(spark: object, monkey
             fails_while_rank_zero_keeps_going, num_proc=2, start_timeout=120, verbose=0, stderr=io.StringIO()
         )
     assert failure.value.rank == 1
+
+
+def test_a_ranks_threads_are_its_hosts_cores_over_its_ranks(monkeypatch) -> None:
+    """As horovodrun does: OMP_NUM_THREADS and the others, where neither the executor nor the caller
+    set them; what the caller's env sets stays."""
+    from horovod.runner import threads
+    from horovod.spark.task import TaskSpec
+
+    for name in threads.VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    spec = TaskSpec("job", "127.0.0.1", 1, b"s", 1.0, b"", {"MKL_NUM_THREADS": "3"})
+    env = spec.environment({"HOROVOD_LOCAL_SIZE": "2", "HOROVOD_RANK": "0"})
+    assert env["OMP_NUM_THREADS"] == str(threads.share(threads.host_cores(), 2))
+    assert env["MKL_NUM_THREADS"] == "3"

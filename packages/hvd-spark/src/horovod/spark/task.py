@@ -41,8 +41,11 @@ class TaskSpec:
         return RendezvousClient(self.addr, self.port, self.secret)
 
     def environment(self, job_env: dict[str, str]) -> dict[str, str]:
-        """A rank's environment: the executor's own, the caller's ``env``, then the job's."""
-        return {**os.environ, **(self.env or {}), **job_env}
+        """A rank's environment: the executor's own, the caller's ``env``, then the job's, with this
+        host's cores shared among its ranks' intra-op threads (as horovodrun does)."""
+        from horovod.runner import threads
+
+        return threads.apply({**os.environ, **(self.env or {}), **job_env}, threads.host_cores())
 
 
 def announce(client: Any, job_key: str, task: str) -> None:
