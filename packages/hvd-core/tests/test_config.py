@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from horovod.common import _core
+from horovod.common import _core, config
 from horovod.common.config import engine_config, topology_from_env
 
 
@@ -89,3 +89,31 @@ def test_topology_from_launcher_variables() -> None:
     assert (t.rank, t.size, t.local_rank, t.local_size, t.cross_rank, t.cross_size) == (3, 4, 1, 2, 1, 2)
     with pytest.raises(ValueError, match="HOROVOD_RANK=4 is out of range"):
         topology_from_env({"HOROVOD_RANK": "4", "HOROVOD_SIZE": "4"})
+
+
+def test_thread_affinity_takes_this_local_ranks_core() -> None:
+    assert config.thread_affinity({}, 0) == -1
+    assert config.thread_affinity({"HOROVOD_THREAD_AFFINITY": "3"}, 1) == 3  # one core for every rank
+    assert config.thread_affinity({"HOROVOD_THREAD_AFFINITY": "0,2,4"}, 1) == 2
+    with pytest.raises(ValueError, match="lists 2 cores, but this is local rank 2"):
+        config.thread_affinity({"HOROVOD_THREAD_AFFINITY": "0,1"}, 2)
+    with pytest.raises(ValueError, match="must list core numbers"):
+        config.thread_affinity({"HOROVOD_THREAD_AFFINITY": "first"}, 0)
+
+
+def test_the_engine_thread_is_named_and_pinned() -> None:
+    import pathlib
+
+    import horovod.common as hvd
+    from horovod.common.testing import run_cluster
+
+    def case() -> list[str]:
+        hvd.init()
+        allowed = []
+        for task in pathlib.Path("/proc/self/task").iterdir():
+            if (task / "comm").read_text().strip() == "hvd-engine":
+                status = (task / "status").read_text().splitlines()
+                allowed += [line.split(":")[1].strip() for line in status if line.startswith("Cpus_allowed_list")]
+        return allowed
+
+    assert run_cluster(case, 1, env={"HOROVOD_THREAD_AFFINITY": "0"}) == [["0"]]

@@ -37,7 +37,8 @@ void BindEngineConfig(nb::module_& m) {
       .def_rw("local_rank", &EngineConfig::local_rank)
       .def_rw("device", &EngineConfig::device)
       .def_rw("device_ops", &EngineConfig::device_ops)
-      .def_rw("device_timeout_ms", &EngineConfig::device_timeout_ms);
+      .def_rw("device_timeout_ms", &EngineConfig::device_timeout_ms)
+      .def_rw("thread_affinity", &EngineConfig::thread_affinity);
 }
 
 }  // namespace hvdcore::binding

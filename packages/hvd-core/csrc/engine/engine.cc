@@ -1,7 +1,11 @@
 #include "engine/engine.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <set>
 #include <thread>
 
@@ -234,6 +238,19 @@ void Engine::Start() {
   }
   running_ = true;
   thread_ = std::thread([this] { Loop(); });
+  NameAndPin(thread_);
+}
+
+void Engine::NameAndPin(std::thread& t) {
+  pthread_setname_np(t.native_handle(), "hvd-engine");  // as ps and top show it
+  if (config_.thread_affinity < 0) return;
+  cpu_set_t cores;
+  CPU_ZERO(&cores);
+  CPU_SET(config_.thread_affinity, &cores);
+  if (int rc = pthread_setaffinity_np(t.native_handle(), sizeof cores, &cores)) {
+    HVD_LOG(log_, kWarning) << "HOROVOD_THREAD_AFFINITY: could not pin the engine's thread to core "
+                            << config_.thread_affinity << ": " << std::strerror(rc);
+  }
 }
 
 void Engine::Shutdown() {

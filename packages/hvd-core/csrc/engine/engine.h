@@ -72,6 +72,9 @@ struct EngineConfig {
   uint32_t device_ops = 0;
   // HOROVOD_NCCL_TIMEOUT: the device backend's bound on queued work (its communicators' timeout_ms).
   int64_t device_timeout_ms = 300000;
+  // HOROVOD_THREAD_AFFINITY: the core the engine's thread is pinned to (this rank's entry of the
+  // list); -1 leaves it to the scheduler.
+  int32_t thread_affinity = -1;
 };
 
 struct ProcessSetInfo {
@@ -124,6 +127,8 @@ class Engine {
 
  private:
   void Loop();
+  // Names the engine's thread, and pins it where HOROVOD_THREAD_AFFINITY says.
+  void NameAndPin(std::thread& t);
   // Waits, holding mu_ through `lk`, for the next cycle: up to `wait` while nothing is submitted.
   // Submitted operations start a cycle as soon as a caller starts to block waiting for a result
   // (after the first of them was submitted), and one cycle time after the first of them at the

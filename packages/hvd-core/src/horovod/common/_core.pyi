@@ -267,6 +267,12 @@ class EngineConfig:
     @device_timeout_ms.setter
     def device_timeout_ms(self, arg: int, /) -> None: ...
 
+    @property
+    def thread_affinity(self) -> int: ...
+
+    @thread_affinity.setter
+    def thread_affinity(self, arg: int, /) -> None: ...
+
 class Device:
     """A device layer's table: 'cuda' or 'simulated' (HOROVOD_DEVICE)."""
 

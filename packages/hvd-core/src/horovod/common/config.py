@@ -65,8 +65,7 @@ INACTIVE_KNOBS: dict[str, Inactive] = {
         switch=True,
     ),
     "HOROVOD_ADASUM_MPI_CHUNK_SIZE": Inactive("hvd has no Adasum yet"),
-    "HOROVOD_THREAD_AFFINITY": Inactive("hvd does not pin its background thread to cores yet"),
-    "HOROVOD_CCL_BGT_AFFINITY": Inactive("hvd has no oneCCL backend, and does not pin its background thread yet"),
+    "HOROVOD_CCL_BGT_AFFINITY": Inactive("hvd has no oneCCL backend (HOROVOD_THREAD_AFFINITY pins hvd's own thread)"),
     "HOROVOD_CCL_CACHE": Inactive("hvd has no oneCCL backend", switch=True),
     "HOROVOD_DISABLE_GROUP_FUSION": Inactive(
         "hvd does not implement keeping grouped operations out of fusion yet", switch=True
@@ -225,6 +224,7 @@ def engine_config(
     if device not in ("", "cuda", "simulated"):
         raise ValueError(f"HOROVOD_DEVICE={device!r} is not one of cuda, simulated")
     config.device = device
+    config.thread_affinity = thread_affinity(env, local_rank if local_rank is not None else 0)
     # Horovod's HOROVOD_NCCL_TIMEOUT-like bound, on by default: queued GPU work not complete in this
     # many seconds (a peer lost mid-collective) fails the job on every rank instead of hanging it.
     config.device_timeout_ms = int(_float(env, "HOROVOD_NCCL_TIMEOUT", 300.0, minimum=0.001) * 1000)
@@ -242,6 +242,26 @@ def engine_config(
             config.local_rank = local_rank
     warn_inactive_knobs(env, rank=rank)
     return config
+
+
+def thread_affinity(env: Mapping[str, str], local_rank: int) -> int:
+    """The core HOROVOD_THREAD_AFFINITY pins this rank's engine thread to, -1 for none: as Horovod,
+    a comma-separated list of cores, the local rank's entry (one core alone serves every rank)."""
+    raw = env.get("HOROVOD_THREAD_AFFINITY", "").strip()
+    if not raw:
+        return -1
+    try:
+        cores = [int(c) for c in raw.split(",")]
+    except ValueError:
+        cores = []
+    if not cores or min(cores) < 0:
+        raise ValueError(f"HOROVOD_THREAD_AFFINITY={raw!r} must list core numbers, one per local rank (e.g. 0,1)")
+    if len(cores) > 1 and local_rank >= len(cores):
+        raise ValueError(
+            f"HOROVOD_THREAD_AFFINITY={raw!r} lists {len(cores)} cores, but this is local rank {local_rank}: "
+            "give one core per local rank"
+        )
+    return cores[local_rank if len(cores) > 1 else 0]
 
 
 def requested_backend(env: Mapping[str, str]) -> str | None:

@@ -382,7 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="thread_affinity",
         type=_nonnegative_int,
         default=None,
-        help="HOROVOD_THREAD_AFFINITY (no effect yet).",
+        help="HOROVOD_THREAD_AFFINITY: the core the engine's thread is pinned to.",
     )
     library.add_argument(
         "--ccl-bgt-affinity", dest="ccl_bgt_affinity", type=_nonnegative_int, default=None, help=argparse.SUPPRESS
