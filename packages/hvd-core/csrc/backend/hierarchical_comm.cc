@@ -1,6 +1,7 @@
 #include "backend/hierarchical_comm.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 #include "horovod/hvd_reduce.hpp"
@@ -72,6 +73,10 @@ Status HierarchicalComm::Connect(Comm& global, const std::string& host_key, int3
   }
   comm->host_ranks_ = host_ranks;
   comm->host_index_ = host_index;
+  for (int64_t host : host_order) {
+    comm->hosts_members_.emplace_back();
+    for (const auto& [local, rank] : by_host[host]) comm->hosts_members_.back().push_back(rank);
+  }
   st = connect(host_ranks, local_rank, "host" + std::to_string(host_index), &comm->host_);
   if (st.ok()) st = connect(cross_ranks, my_cross_index, "cross" + std::to_string(local_rank), &comm->cross_);
   if (!st.ok()) return st;
@@ -105,6 +110,42 @@ Status HierarchicalComm::Allreduce(const void* send, void* recv, size_t count, h
   if (!st.ok()) return st;
   return homogeneous_ ? host_->Allgatherv(scratch_.data(), recv, counts, dtype)
                       : host_->Broadcast(recv, count, dtype, 0);
+}
+
+Status HierarchicalComm::Allgatherv(const void* send, void* recv, const std::vector<size_t>& counts, hvd_dtype dtype) {
+  const size_t esize = hvd::dtype_size(dtype);
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  std::vector<size_t> host_counts, per_host;
+  for (int32_t m : host_ranks_) host_counts.push_back(counts[(size_t)m]);
+  for (const auto& members : hosts_members_) {
+    size_t sum = 0;
+    for (int32_t m : members) sum += counts[(size_t)m];
+    per_host.push_back(sum);
+  }
+  // The host's blocks, on every member of the host (the leader sends them on).
+  size_t host_total = 0;
+  for (size_t c : host_counts) host_total += c;
+  if (scratch_.size() < std::max<size_t>(host_total, 1) * esize)
+    scratch_.resize(std::max<size_t>(host_total, 1) * esize);
+  Status st = host_->Allgatherv(send, scratch_.data(), host_counts, dtype);
+  if (!st.ok()) return st;
+  if (host_->rank() == 0) {
+    // Local ranks 0 exchange their hosts' data, in host order, then put it in member order.
+    if (gathered_.size() < std::max<size_t>(total, 1) * esize) gathered_.resize(std::max<size_t>(total, 1) * esize);
+    st = cross_->Allgatherv(scratch_.data(), gathered_.data(), per_host, dtype);
+    if (!st.ok()) return st;
+    std::vector<size_t> offset(counts.size() + 1, 0);  // of each member's block in `recv`
+    for (size_t m = 0; m < counts.size(); ++m) offset[m + 1] = offset[m] + counts[m];
+    const uint8_t* from = gathered_.data();
+    for (const auto& members : hosts_members_) {
+      for (int32_t m : members) {
+        if (counts[(size_t)m]) std::memcpy((uint8_t*)recv + offset[(size_t)m] * esize, from, counts[(size_t)m] * esize);
+        from += counts[(size_t)m] * esize;
+      }
+    }
+  }
+  return host_->Broadcast(recv, total, dtype, 0);
 }
 
 }  // namespace hvdcore

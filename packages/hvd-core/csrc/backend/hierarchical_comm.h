@@ -39,6 +39,15 @@ class HierarchicalComm {
                         std::unique_ptr<HierarchicalComm>* out, std::string* why);
 
   Status Allreduce(const void* send, void* recv, size_t count, hvd_dtype dtype, hvd_reduce_op op);
+  // HOROVOD_HIERARCHICAL_ALLGATHER: `counts[m]` elements from member m of the global set, into
+  // `recv` in member order. The host's blocks gather inside the host, local ranks 0 exchange their
+  // hosts' across hosts, and each broadcasts the whole inside its host: one message per host
+  // crosses the network instead of one per rank.
+  Status Allgatherv(const void* send, void* recv, const std::vector<size_t>& counts, hvd_dtype dtype);
+
+  // Which collectives go host by hosts (HOROVOD_HIERARCHICAL_ALLREDUCE, _ALLGATHER).
+  bool allreduce = false;
+  bool allgather = false;
 
   int32_t hosts() const { return hosts_; }
   bool homogeneous() const { return homogeneous_; }
@@ -58,10 +67,12 @@ class HierarchicalComm {
   std::unique_ptr<Comm> host_;   // the ranks of this host, member i = local rank i
   std::unique_ptr<Comm> cross_;  // the ranks with this rank's local rank, one per host, in host order
   std::vector<int32_t> host_ranks_;
+  std::vector<std::vector<int32_t>> hosts_members_;  // every host's members, hosts and members in order
   int32_t host_index_ = 0;
   int32_t hosts_ = 0;
   bool homogeneous_ = false;
   std::vector<uint8_t> scratch_;  // this rank's block, or the leader's host sum
+  std::vector<uint8_t> gathered_;  // an allgather's data in host order, on local rank 0
 };
 
 }  // namespace hvdcore

@@ -129,6 +129,7 @@ void BindEngine(nb::module_& m) {
         d["fused_batches"] = x.fused_batches.load();
         d["declined_buffer_calls"] = x.declined_buffer_calls.load();
         d["hierarchical_allreduces"] = x.hierarchical_allreduces.load();
+        d["hierarchical_allgathers"] = x.hierarchical_allgathers.load();
         d["device_backend_calls"] = x.device_backend_calls.load();
         d["output_pool_reused"] = e.output_pool().reused();  // outputs that took a kept mapping
         d["output_pool_bytes"] = e.output_pool().kept_bytes();

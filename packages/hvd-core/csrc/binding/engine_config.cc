@@ -33,6 +33,7 @@ void BindEngineConfig(nb::module_& m) {
       .def_rw("failure_report_key", &EngineConfig::failure_report_key)
       .def_rw("failure_report_wait_ms", &EngineConfig::failure_report_wait_ms)
       .def_rw("hierarchical_allreduce", &EngineConfig::hierarchical_allreduce)
+      .def_rw("hierarchical_allgather", &EngineConfig::hierarchical_allgather)
       .def_rw("host_key", &EngineConfig::host_key)
       .def_rw("local_rank", &EngineConfig::local_rank)
       .def_rw("device", &EngineConfig::device)

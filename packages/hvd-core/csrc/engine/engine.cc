@@ -138,7 +138,8 @@ Status Engine::WatchDeviceWork(const std::vector<ProcessSet*>& sets) {
 }
 
 Status Engine::ConnectHierarchy(ProcessSet& global) {
-  if (!config_.hierarchical_allreduce || global.size() < 2) return Status::Ok();
+  const bool wanted = config_.hierarchical_allreduce || config_.hierarchical_allgather;
+  if (!wanted || global.size() < 2) return Status::Ok();
   std::string why;
   Status st = HierarchicalComm::Connect(
       *global.comm, config_.host_key, config_.local_rank,
@@ -146,8 +147,14 @@ Status Engine::ConnectHierarchy(ProcessSet& global) {
         return ConnectRanks(ranks, my_index, "hier/" + key, out);
       },
       &global.hierarchy, &why);
+  if (st.ok() && global.hierarchy) {
+    global.hierarchy->allreduce = config_.hierarchical_allreduce;
+    global.hierarchy->allgather = config_.hierarchical_allgather;
+  }
   if (st.ok() && !global.hierarchy && config_.rank == 0) {
-    HVD_LOG(log_, kWarning) << "HOROVOD_HIERARCHICAL_ALLREDUCE has no effect in this job: " << why;
+    HVD_LOG(log_, kWarning) << (config_.hierarchical_allreduce ? "HOROVOD_HIERARCHICAL_ALLREDUCE"
+                                                               : "HOROVOD_HIERARCHICAL_ALLGATHER")
+                            << " has no effect in this job: " << why;
   }
   return st;
 }
@@ -165,11 +172,18 @@ Status Engine::CheckConfigAgreement() {
     for (int32_t r : sorted) sets_hash = (sets_hash ^ (uint64_t)(uint32_t)r) * 1099511628211ull;
     sets_hash = (sets_hash ^ 0xFFFFFFFFull) * 1099511628211ull;
   }
-  constexpr int kCount = 9;
+  constexpr int kCount = 10;
   const int64_t device_ops = device_backend_ ? (int64_t)config_.device_ops : 0;
-  int64_t mine[kCount] = {config_.cache_capacity,    config_.inline_bytes,     config_.dynamic_process_sets ? 1 : 0,
-                          (int64_t)(sets_hash >> 1), config_.fusion_threshold, config_.hierarchical_allreduce ? 1 : 0,
-                          config_.inline_max_bytes,  config_.eager_bytes,      device_ops};
+  int64_t mine[kCount] = {config_.cache_capacity,
+                          config_.inline_bytes,
+                          config_.dynamic_process_sets ? 1 : 0,
+                          (int64_t)(sets_hash >> 1),
+                          config_.fusion_threshold,
+                          config_.hierarchical_allreduce ? 1 : 0,
+                          config_.inline_max_bytes,
+                          config_.eager_bytes,
+                          device_ops,
+                          config_.hierarchical_allgather ? 1 : 0};
   std::vector<int64_t> all(kCount * (size_t)n);
   Status st = global.comm->Allgatherv(mine, all.data(), std::vector<size_t>(n, kCount), HVD_DTYPE_INT64);
   if (!st.ok()) return st;
@@ -183,7 +197,8 @@ Status Engine::CheckConfigAgreement() {
                                "HOROVOD_NEGOTIATION_INLINE_MAX_BYTES",
                                "HOROVOD_NEGOTIATION_EAGER_BYTES",
                                "the collectives on GPU tensors that the GPU backend takes (HOROVOD_GPU_OPERATIONS, "
-                               "as a bit per op; 0: none, or no GPU backend installed)"};
+                               "as a bit per op; 0: none, or no GPU backend installed)",
+                               "HOROVOD_HIERARCHICAL_ALLGATHER"};
   for (int k = 0; k < kCount; ++k) {
     for (int32_t r = 0; r < n; ++r) {
       if (all[kCount * r + k] != all[k]) {

@@ -62,6 +62,7 @@ struct EngineConfig {
   // (backend/hierarchical_comm.h). Ranks are grouped by host_key (equal on one host) and
   // local_rank.
   bool hierarchical_allreduce = false;
+  bool hierarchical_allgather = false;  // HOROVOD_HIERARCHICAL_ALLGATHER, likewise
   std::string host_key;
   int32_t local_rank = 0;
   // HOROVOD_DEVICE: the device layer device tensors use (device/device.h): "cuda" (also when

@@ -37,7 +37,7 @@ Status Executor::RunOnDevice(ProcessSet& ps, const Response& r, std::vector<std:
       break;
     }
   // The global set's allreduces go host by host where HOROVOD_HIERARCHICAL_ALLREDUCE made hosts.
-  const bool by_host = r.type == OpType::kAllreduce && ps.hierarchy;
+  const bool by_host = r.type == OpType::kAllreduce && ps.hierarchy && ps.hierarchy->allreduce;
   DeviceComm* dc = nullptr;
   Status st = route_.connect(ps, device_id, by_host, &dc);
   if (!st.ok()) return st.WithMessage(Describe(r) + ": " + st.message());

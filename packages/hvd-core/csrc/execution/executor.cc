@@ -228,7 +228,7 @@ Status Executor::Run(ProcessSet& ps, const Response& r, std::vector<std::unique_
 
 Status Executor::ReduceAll(ProcessSet& ps, const void* send, void* recv, size_t count, hvd_dtype dtype,
                            hvd_reduce_op op) {
-  if (ps.hierarchy) {
+  if (ps.hierarchy && ps.hierarchy->allreduce) {
     ++stats_.hierarchical_allreduces;
     return ps.hierarchy->Allreduce(send, recv, count, dtype, op);
   }
@@ -245,7 +245,7 @@ Status Executor::Allreduce(ProcessSet& ps, const Response& r, std::vector<std::u
   // choice rests on the negotiated response alone, so that every member calls the backend alike
   // (a backend may check that they do); memory shared between tensors of this rank's batch is
   // handled inside (AllreduceWhereTheyAre).
-  if (ps.comm->backend().has_allreduce_buffers() && r.prescale == 1.0 && !ps.hierarchy) {
+  if (ps.comm->backend().has_allreduce_buffers() && r.prescale == 1.0 && !(ps.hierarchy && ps.hierarchy->allreduce)) {
     bool declined = false;
     Status st = AllreduceWhereTheyAre(ps, r, entries, op, post, &declined);
     if (!declined) return st;
@@ -398,7 +398,12 @@ Status Executor::Allgather(ProcessSet& ps, const Response& r, std::unique_ptr<Te
   const std::vector<size_t> counts = GatherCounts(r, ps.size(), &total_rows);
   auto out = std::make_shared<Buffer>((size_t)(total_rows * row) * esize, output_pool_);
   ++stats_.backend_calls[(int)OpType::kAllgather];
-  st = ps.comm->Allgatherv(e ? e->input.data : nullptr, out->data(), counts, r.dtype);
+  if (ps.hierarchy && ps.hierarchy->allgather) {
+    ++stats_.hierarchical_allgathers;
+    st = ps.hierarchy->Allgatherv(e ? e->input.data : nullptr, out->data(), counts, r.dtype);
+  } else {
+    st = ps.comm->Allgatherv(e ? e->input.data : nullptr, out->data(), counts, r.dtype);
+  }
   if (!st.ok() || !e) return st;
   e->handle->output = out;
   DescribeResult(*e, r.dtype, e->input.shape, total_rows);

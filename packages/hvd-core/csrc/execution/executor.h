@@ -21,9 +21,11 @@ struct ExecutionStats {
   std::atomic<uint64_t> tensors{0};
   std::atomic<uint64_t> fused_batches{0};  // allreduce calls that carried more than one tensor
   std::atomic<uint64_t> declined_buffer_calls{0};  // multi-buffer allreduces the backend handed back
+  // Allreduces and allgathers done host by host (backend/hierarchical_comm.h).
   std::atomic<uint64_t> hierarchical_allreduces{0};
-  std::atomic<uint64_t> device_backend_calls{
-      0};  // collectives queued on the device backend (NCCL)  // allreduces done host by host (hierarchical_comm.h)
+  std::atomic<uint64_t> hierarchical_allgathers{0};
+  // Collectives queued on the device backend (NCCL).
+  std::atomic<uint64_t> device_backend_calls{0};
 };
 
 // Called with each finished entry; the engine releases its name and completes its handle.

@@ -57,9 +57,6 @@ INACTIVE_KNOBS: dict[str, Inactive] = {
     "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE": Inactive(_NO_AUTOTUNE),
     "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": Inactive(_NO_AUTOTUNE),
     "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE": Inactive(_NO_AUTOTUNE),
-    "HOROVOD_HIERARCHICAL_ALLGATHER": Inactive(
-        "hvd's allgather is not hierarchical yet (HOROVOD_HIERARCHICAL_ALLREDUCE is implemented)", switch=True
-    ),
     "HOROVOD_TORUS_ALLREDUCE": Inactive(
         "hvd has no torus allreduce (HOROVOD_HIERARCHICAL_ALLREDUCE is implemented)",
         switch=True,
@@ -233,13 +230,15 @@ def engine_config(
     job_key = env.get("HOROVOD_JOB_KEY", "").strip()
     config.failure_report_key = failure_report_key(job_key) if job_key else ""
     config.failure_report_wait_ms = int(_float(env, "HOROVOD_FAILURE_REPORT_WAIT_SECONDS", 3.0) * 1000)
-    if _bool(env, "HOROVOD_HIERARCHICAL_ALLREDUCE"):
+    for knob in ("HOROVOD_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLGATHER"):
+        if not _bool(env, knob):
+            continue
         if local_rank is None:
-            _log.warning("HOROVOD_HIERARCHICAL_ALLREDUCE has no effect in a world made with init(comm=...)")
-        else:
-            config.hierarchical_allreduce = True
-            config.host_key = host_key(env)
-            config.local_rank = local_rank
+            _log.warning("%s has no effect in a world made with init(comm=...)", knob)
+            continue
+        setattr(config, knob.removeprefix("HOROVOD_").lower(), True)
+        config.host_key = host_key(env)
+        config.local_rank = local_rank
     warn_inactive_knobs(env, rank=rank)
     return config
 
