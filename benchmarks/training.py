@@ -24,6 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import horovod.torch as hvd
+from collectives import init_torch_gloo
 
 
 class SmallCNN(nn.Module):
@@ -155,12 +156,7 @@ def main() -> None:
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
     hvd.init()
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{os.environ['HVD_BENCH_TORCH_PORT']}",
-        rank=hvd.rank(),
-        world_size=hvd.size(),
-    )
+    init_torch_gloo(hvd.rank(), hvd.size())  # on loopback, or across hosts at HVD_BENCH_TORCH_ADDR
     results = {}
     for model_name in args.models.split(","):
         steps = {framework: make_step(model_name, framework, args) for framework in args.frameworks.split(",")}
