@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 # process) only starts workers and reads their results, and needs none of its seconds of import.
 
 MODELS = ("cnn", "mlp")
+# Beside them on request (--models): Keras' MobileNetV2 (2.3M parameters), the model of Horovod's
+# tensorflow2_synthetic_benchmark.py, on 32x32 inputs so that a step takes a fraction of a second here.
+MORE_MODELS = ("mobilenetv2",)
 IMAGE_SHAPE = (32, 32, 3)
 CLASSES = 10
 MWMS_TIMEOUT_S = 900  # the whole MWMS launch: a hung collective fails the run instead of stalling it
@@ -56,6 +59,8 @@ def build_model(name: str) -> tf.keras.Model:
 
     layers = tf.keras.layers
     tf.keras.utils.set_random_seed(0)
+    if name == "mobilenetv2":
+        return tf.keras.applications.MobileNetV2(input_shape=IMAGE_SHAPE, weights=None, classes=CLASSES)
     if name == "cnn":
         body = [
             layers.Conv2D(32, 3, padding="same", activation="relu"),
@@ -179,11 +184,18 @@ def run_hvd(args: argparse.Namespace) -> None:
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
     measured: dict[str, float] = {}
-    for model_name in MODELS:
+    for model_name in args.models.split(","):
         steps = {
             "hvd": make_step(model_name, args.batch_size, rank, hvd.DistributedGradientTape),
             "local": make_step(model_name, args.batch_size, rank, None),
         }
+        if args.fp16:  # --fp16-allreduce in Horovod's synthetic benchmarks
+            steps["hvd-fp16"] = make_step(
+                model_name,
+                args.batch_size,
+                rank,
+                lambda tape: hvd.DistributedGradientTape(tape, compression=hvd.Compression.fp16),
+            )
         rates = images_per_second(steps, hvd.barrier, args.batch_size, args.warmup, args.windows, args.steps_per_window)
         measured.update({f"{model_name}.{name}": rate for name, rate in rates.items()})
     keys = sorted(measured)
@@ -213,7 +225,7 @@ def run_mwms_worker(args: argparse.Namespace) -> None:
         strategy.run(lambda: tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, 1.0))
 
     measured: dict[str, float] = {}
-    for model_name in MODELS:
+    for model_name in args.models.split(","):
         steps = {
             "mwms": make_mwms_step(strategy, model_name, args.batch_size, rank, workers),
             "local": make_step(model_name, args.batch_size, rank, None),
@@ -266,7 +278,7 @@ def launch_mwms(args: argparse.Namespace) -> None:
         worker_out = str(Path(tmp) / "mwms.json")
         forwarded = [
             *("--batch-size", str(args.batch_size), "--warmup", str(args.warmup), "--windows", str(args.windows)),
-            *("--steps-per-window", str(args.steps_per_window)),
+            *("--steps-per-window", str(args.steps_per_window), "--models", args.models),
         ]
         procs = []
         for index in range(args.np):
@@ -306,6 +318,8 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=7, help="timed windows per framework and model")
     parser.add_argument("--steps-per-window", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=MWMS_TIMEOUT_S, help="MWMS: hard limit for the workers")
+    parser.add_argument("--models", default=",".join(MODELS), help=f"which of {', '.join(MODELS + MORE_MODELS)}")
+    parser.add_argument("--fp16", action="store_true", help="hvd: also the step with fp16-compressed gradients")
     args = parser.parse_args()
     {"hvd": run_hvd, "mwms": launch_mwms, "mwms-worker": run_mwms_worker}[args.framework](args)
 

@@ -36,7 +36,10 @@ class StateHandler:
         """A new world formed (hvd's addition: nothing by default)."""
 
     def set_value(self, value: Any) -> None:
-        """A new object replaces the tracked one; its state is saved at once."""
+        """A new object replaces the tracked one; its state is saved at once.
+
+        :param value: the object tracked from now on.
+        """
         self.value = value
         self.save()
 
@@ -56,14 +59,20 @@ class _StateDictHandler(StateHandler):
 
 
 class ModelStateHandler(_StateDictHandler):
-    """A ``torch.nn.Module``, synchronised with ``broadcast_parameters`` from rank 0."""
+    """A ``torch.nn.Module``, synchronised with ``broadcast_parameters`` from rank 0.
+
+    :param value: the model.
+    """
 
     def sync(self) -> None:
         broadcast_parameters(self.value.state_dict(), root_rank=0)
 
 
 class OptimizerStateHandler(_StateDictHandler):
-    """A ``torch.optim.Optimizer``, synchronised with ``broadcast_optimizer_state`` from rank 0."""
+    """A ``torch.optim.Optimizer``, synchronised with ``broadcast_optimizer_state`` from rank 0.
+
+    :param value: the optimizer.
+    """
 
     def sync(self) -> None:
         broadcast_optimizer_state(self.value, root_rank=0)
@@ -71,7 +80,10 @@ class OptimizerStateHandler(_StateDictHandler):
 
 class SamplerStateHandler(_StateDictHandler):
     """An ``ElasticSampler``: every rank's processed indices united, then rank 0's epoch; it is
-    repartitioned over a new world even when no sync follows (only hosts removed)."""
+    repartitioned over a new world even when no sync follows (only hosts removed).
+
+    :param value: the sampler.
+    """
 
     def sync(self) -> None:
         sampler = self.value
