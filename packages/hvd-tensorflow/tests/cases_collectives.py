@@ -124,7 +124,7 @@ def case_alltoall_reducescatter(mode: str) -> None:
         received, received_splits = hvd.alltoall(x, splits=tf.constant(splits[rank]), name="a2a")
         even = hvd.alltoall(tf.reshape(tf.range(2 * n, dtype=tf.int64), [2 * n, 1]), name="a2a.even")
         scattered = hvd.reducescatter(y, op=hvd.Sum, name="rs")
-        averaged = hvd.grouped_reducescatter([y, y * 2], op=hvd.Average, name="grs")
+        averaged = hvd.grouped_reducescatter([y, y * 2], "", hvd.Compression.none, hvd.Average, name="grs")
         return received, received_splits, even, scattered, averaged
 
     received, received_splits, even, scattered, averaged = run_in_mode(mode, build, sent, inputs[rank])
@@ -151,7 +151,7 @@ def case_variables_and_queries(mode: str) -> None:
             a = tf.compat.v1.Variable([float(rank)] * 3)
             b = tf.compat.v1.Variable(rank, dtype=tf.int64)
             bcast = hvd.broadcast_global_variables(root)
-            queries = [hvd.size_op(), hvd.rank_op(), hvd.local_size_op(), hvd.local_rank_op()]
+            queries = [hvd.size_op(), hvd.rank_op("rank"), hvd.local_size_op(), hvd.local_rank_op()]
             included = hvd.process_set_included_op()
             with tf.compat.v1.Session() as session:
                 session.run(tf.compat.v1.global_variables_initializer())

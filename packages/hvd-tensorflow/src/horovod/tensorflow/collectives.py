@@ -307,13 +307,15 @@ def grouped_reducescatter(
     device_dense: str = "",
     compression: Any = Compression.none,
     op: int = Average,
-    name: str | None = None,
     process_set: ProcessSet = global_process_set,
-    ignore_name_scope: bool = False,
     prescale_factor: float = 1.0,
     postscale_factor: float = 1.0,
+    *,
+    name: str | None = None,
+    ignore_name_scope: bool = False,
 ) -> list[tf.Tensor]:
-    """Reducescatters a list of tensors as one unit.
+    """Reducescatters a list of tensors as one unit. The parameters are in Horovod's order; ``name`` and
+    ``ignore_name_scope``, hvd's additions, are keyword-only.
 
     :param tensors: the tensors reduced and scattered as one group (each as for :func:`reducescatter`).
     :param device_dense: accepted for Horovod's signature (the device dense tensors are reduced on); hvd reduces on the

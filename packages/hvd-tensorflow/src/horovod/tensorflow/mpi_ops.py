@@ -469,11 +469,11 @@ def size_op(process_set_id: int = 0, name: str | None = None) -> tf.Tensor:
     return _query_op(lambda: api.set_size(_process_set_by_id(process_set_id)), name)
 
 
-def rank_op(process_set_id: int = 0, name: str | None = None) -> tf.Tensor:
+def rank_op(name: str | None = None, process_set_id: int = 0) -> tf.Tensor:
     """This process's rank (in the process set), as a tensor computed when the graph runs.
 
+    :param name: a name for the TensorFlow op (optional; first, as in Horovod's ``rank_op(name)``).
     :param process_set_id: the id of a registered process set (``ProcessSet.process_set_id``; default 0, all ranks).
-    :param name: a name for the TensorFlow op (optional).
     """
     return _query_op(lambda: api.set_rank(_process_set_by_id(process_set_id)), name)
 
