@@ -64,3 +64,11 @@ def test_call(outcomes: Outcomes, key: str) -> None:
     results = outcomes.check(key)
     if key.startswith("join-"):  # the last rank to join is the one that kept reducing
         assert results == [len(results) - 1] * len(results), results
+
+
+def test_horovods_util_names_are_reachable_from_the_module() -> None:
+    import horovod.tensorflow as hvd
+
+    assert hvd.check_num_rank_power_of_2(4) and not hvd.check_num_rank_power_of_2(6)
+    assert not hvd.check_num_rank_power_of_2(0)
+    assert callable(hvd.vars_to_refs) and callable(hvd.refs_to_vars)

@@ -33,6 +33,8 @@ _EXPORTS = {
     "gradient_tape": "DistributedGradientTape PartialDistributedGradientTape",
     "optimizer": "DistributedOptimizer",
     "sync_batch_norm": "SyncBatchNormalization",
+    # Horovod's module imported these from its util, and scripts reach them as hvd.<name>.
+    "util": "vars_to_refs refs_to_vars check_num_rank_power_of_2",
 }
 _SUBMODULES = (
     "bridge",

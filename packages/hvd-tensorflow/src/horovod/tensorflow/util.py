@@ -39,10 +39,26 @@ def _cache(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def vars_to_refs(variables: Iterable[Any]) -> list[Any]:
-    """Hashable references of variables (``var.ref()``), as sets and dicts need them."""
+    """Hashable references of variables (``var.ref()``), as sets and dicts need them.
+
+    :param variables: TensorFlow variables.
+    """
     return [v.ref() for v in variables]
 
 
 def refs_to_vars(refs: Iterable[Any]) -> list[Any]:
-    """The variables behind references made by :func:`vars_to_refs`."""
+    """The variables behind references made by :func:`vars_to_refs`.
+
+    :param refs: references from :func:`vars_to_refs`.
+    """
     return [r.deref() for r in refs]
+
+
+def check_num_rank_power_of_2(num_rank: int) -> bool:
+    """Whether ``num_rank`` is a power of two (Horovod's Adasum asked it of the ranks).
+
+    :param num_rank: a number of ranks.
+    """
+    from horovod.common.util import num_rank_is_power_2
+
+    return num_rank_is_power_2(num_rank)
