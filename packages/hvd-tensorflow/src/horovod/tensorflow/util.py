@@ -59,6 +59,4 @@ def check_num_rank_power_of_2(num_rank: int) -> bool:
 
     :param num_rank: a number of ranks.
     """
-    from horovod.common.util import num_rank_is_power_2
-
-    return num_rank_is_power_2(num_rank)
+    return num_rank > 0 and num_rank & (num_rank - 1) == 0
