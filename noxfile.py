@@ -289,7 +289,15 @@ def _wheel_builder(session: nox.Session, house: pathlib.Path) -> pathlib.Path:
 def _build_wheels(session: nox.Session, names: list[str], variants: dict[str, str]) -> None:
     for name in names:
         variant = variants.get(name)
-        digest = _source_digest(PACKAGES[name])
+        # The hvd packages its build requires (hvd-core's headers and CMake helper for a backend),
+        # built before it: `names` is in dependency order. Their sources are part of its digest: a
+        # backend compiles hvd-core's headers (its reductions among them) into its library.
+        needed = [
+            requirement_name(r)
+            for r in _pyproject(PACKAGES[name])["build-system"]["requires"]
+            if requirement_name(r) in PACKAGES
+        ]
+        digest = "+".join(_source_digest(PACKAGES[n]) for n in [name, *needed])
         requirements: list[str] = []
         if variant is not None:
             requirements = _build_variants(name)[1][variant]
@@ -306,13 +314,6 @@ def _build_wheels(session: nox.Session, names: list[str], variants: dict[str, st
         pip = [str(python), "-m", "pip"]
         if requirements:
             session.run(*pip, "install", "--quiet", *requirements, external=True)
-        # The hvd packages its build requires (hvd-core's headers and CMake helper for a backend),
-        # built before it: `names` is in dependency order.
-        needed = [
-            requirement_name(r)
-            for r in _pyproject(PACKAGES[name])["build-system"]["requires"]
-            if requirement_name(r) in PACKAGES
-        ]
         if needed:
             links = _find_links({n: variants[n] for n in needed if n in variants})
             install = ["install", "--quiet", "--no-deps", "--no-index", *links, "--force-reinstall", *needed]

@@ -7,6 +7,8 @@ per-worker batch (32), plain SGD, one intra-op thread per process, two processes
     horovodrun -np 2 python benchmarks/tensorflow_training.py --framework hvd --out hvd.json
     # MWMS: this file's launcher starts the workers, each with its TF_CONFIG (127.0.0.1 ports)
     python benchmarks/tensorflow_training.py --framework mwms --np 2 --out mwms.json
+    # across two network-namespace hosts (root): hvd through hosts_table.run_hosts, MWMS with
+    python benchmarks/tensorflow_training.py --framework mwms-hosts --out mwms.json
 
 The two cannot share processes (MWMS owns TF's collective runtime and its cluster), so they are
 separate launches; run_all.py alternates them. To make launches comparable on this noisy machine,
@@ -44,6 +46,7 @@ MORE_MODELS = ("mobilenetv2",)
 IMAGE_SHAPE = (32, 32, 3)
 CLASSES = 10
 MWMS_TIMEOUT_S = 900  # the whole MWMS launch: a hung collective fails the run instead of stalling it
+MWMS_HOSTS_PORT = 29600  # each worker's port on its own namespace host: nothing else listens there
 
 
 def configure_threads() -> None:
@@ -242,10 +245,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def tf_config(ports: list[int], index: int) -> str:
-    return json.dumps(
-        {"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]}, "task": {"type": "worker", "index": index}}
-    )
+def tf_config(workers: list[str], index: int) -> str:
+    return json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
 
 
 def wait_all(procs: list[subprocess.Popen], timeout: float) -> None:
@@ -274,6 +275,25 @@ def launch_mwms(args: argparse.Namespace) -> None:
     """Starts `args.np` MWMS workers on localhost (this file, each with its TF_CONFIG), then merges
     their results into `args.out` as run_hvd's rank 0 writes them."""
     ports = [free_port() for _ in range(args.np)]
+    run_mwms_workers(args, [f"127.0.0.1:{p}" for p in ports], lambda index, command: command)
+
+
+def launch_mwms_on_hosts(args: argparse.Namespace) -> None:
+    """One MWMS worker on each of two network-namespace hosts (hosts_table.py's cluster; root), every
+    byte between them over TCP, as horovodrun's ranks across the same hosts."""
+    from horovod.runner.testing.netns_cluster import NetnsCluster
+    from hosts_table import PREFIX, SUBNET
+
+    with NetnsCluster(hosts=2, prefix=PREFIX, subnet=SUBNET) as cluster:
+        workers = [f"{cluster.address(host)}:{MWMS_HOSTS_PORT}" for host in cluster.hosts]
+        run_mwms_workers(args, workers, lambda index, command: cluster.command(cluster.hosts[index], command))
+
+
+def run_mwms_workers(
+    args: argparse.Namespace, workers: list[str], where: Callable[[int, list[str]], list[str]]
+) -> None:
+    """Runs this file's MWMS worker `index` at `workers[index]` (`where` wraps its command to run
+    there), then merges their results into `args.out`."""
     with tempfile.TemporaryDirectory() as tmp:
         worker_out = str(Path(tmp) / "mwms.json")
         forwarded = [
@@ -281,18 +301,18 @@ def launch_mwms(args: argparse.Namespace) -> None:
             *("--steps-per-window", str(args.steps_per_window), "--models", args.models),
         ]
         procs = []
-        for index in range(args.np):
-            env = {**os.environ, "TF_CONFIG": tf_config(ports, index), "OMP_NUM_THREADS": "1"}
+        for index in range(len(workers)):
+            env = {**os.environ, "TF_CONFIG": tf_config(workers, index), "OMP_NUM_THREADS": "1"}
             command = [sys.executable, __file__, "--framework", "mwms-worker", "--out", worker_out, *forwarded]
-            procs.append(subprocess.Popen(command, env=env))
+            procs.append(subprocess.Popen(where(index, command), env=env))
         wait_all(procs, args.timeout)
-        per_worker = [json.loads(Path(f"{worker_out}.worker{i}").read_text()) for i in range(args.np)]
+        per_worker = [json.loads(Path(f"{worker_out}.worker{i}").read_text()) for i in range(len(workers))]
     keys = sorted(per_worker[0]["rates"])
     results = {}
     for key in keys:
         per_rank = [w["rates"][key] for w in per_worker]
         results[key] = {"per_rank": per_rank, "total": sum(per_rank)}
-    write_results(args.out, "mwms", args.np, results, per_worker[0]["threads"])
+    write_results(args.out, "mwms", len(workers), results, per_worker[0]["threads"])
 
 
 def write_results(
@@ -310,7 +330,7 @@ def write_results(
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--framework", choices=["hvd", "mwms", "mwms-worker"], required=True)
+    parser.add_argument("--framework", choices=["hvd", "mwms", "mwms-hosts", "mwms-worker"], required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--np", type=int, default=2, help="MWMS workers to start (hvd: horovodrun's -np)")
     parser.add_argument("--batch-size", type=int, default=32)
@@ -321,7 +341,13 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS), help=f"which of {', '.join(MODELS + MORE_MODELS)}")
     parser.add_argument("--fp16", action="store_true", help="hvd: also the step with fp16-compressed gradients")
     args = parser.parse_args()
-    {"hvd": run_hvd, "mwms": launch_mwms, "mwms-worker": run_mwms_worker}[args.framework](args)
+    launch = {
+        "hvd": run_hvd,
+        "mwms": launch_mwms,
+        "mwms-hosts": launch_mwms_on_hosts,
+        "mwms-worker": run_mwms_worker,
+    }
+    launch[args.framework](args)
 
 
 if __name__ == "__main__":

@@ -209,3 +209,20 @@ def test_workers_with_their_own_working_directory_and_environment(tmp_path) -> N
         assert executor.run(where) == [(True, "1", ("yes", 2))] * 2
     finally:
         executor.shutdown()
+
+
+def test_workers_threads_are_their_cpus_unless_set(capsys) -> None:
+    """Each worker's intra-op thread variables (horovodrun's rule) are its CPUs in Ray; a variable
+    the user set stays."""
+    from horovod.runner import threads
+
+    def thread_variables() -> list[str]:
+        return [os.environ.get(name, "-") for name in threads.VARIABLES]
+
+    executor = RayExecutor(num_workers=2, cpus_per_worker=2)
+    executor.start(extra_env_vars={"MKL_NUM_THREADS": "5"})
+    try:
+        assert executor.run(thread_variables) == [["2", "5", "2", "2"]] * 2
+    finally:
+        executor.shutdown()
+    assert "each worker's CPUs in Ray" in capsys.readouterr().out

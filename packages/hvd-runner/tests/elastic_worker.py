@@ -124,7 +124,8 @@ def train(state: CountingState) -> None:
 train(state)
 print(
     f"done rank={hvd.rank()} size={hvd.size()} steps={state.step} total={state.total} "
-    f"log_ok={state.log == list(range(STEPS))} syncs_checked={syncs_checked}",
+    f"log_ok={state.log == list(range(STEPS))} syncs_checked={syncs_checked} "
+    f"omp={os.environ.get('OMP_NUM_THREADS', '-')}",
     flush=True,
 )
 hvd.shutdown()

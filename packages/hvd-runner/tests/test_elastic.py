@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from elastic_jobs import ElasticJob, assert_finished_consistently, discovery, done_lines, set_hosts
+from horovod.runner import threads
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -34,7 +35,8 @@ def test_worker_killed_mid_run(job_env: dict[str, str], tmp_path: Path) -> None:
 
 def test_host_added_by_discovery(job_env: dict[str, str], tmp_path: Path) -> None:
     script, listing = discovery(tmp_path, "localhost:2\n")
-    env = {**job_env, "STEPS": "200", "STEP_SLEEP": "0.03"}
+    env = {k: v for k, v in job_env.items() if k not in threads.VARIABLES}
+    env = {**env, "STEPS": "200", "STEP_SLEEP": "0.03"}
     job = ElasticJob(["--min-np", "2", "--max-np", "3", "--host-discovery-script", script], env, tmp_path)
     job.wait_log(r"world 0 formed")
     set_hosts(listing, "localhost:2\n127.0.0.1:1\n")
@@ -44,6 +46,11 @@ def test_host_added_by_discovery(job_env: dict[str, str], tmp_path: Path) -> Non
     assert "hosts changed: added 127.0.0.1:1" in log
     assert re.search(r"world 1 formed in .*: 3 worker\(s\) on localhost:2, 127.0.0.1:1", log), log
     assert_finished_consistently(out, 3, 200)  # the new worker's state came from rank 0
+    # Each worker's threads are its host's cores over the host's slots, as discovery gave them.
+    cores = threads.host_cores()
+    expected = sorted([str(threads.share(cores, 2))] * 2 + [str(threads.share(cores, 1))])
+    assert sorted(d["omp"] for d in done_lines(out)) == expected, out
+    assert "intra-op threads per rank" in log and "each host's cores over its slots" in log, log
 
 
 def test_host_removed_by_discovery(job_env: dict[str, str], tmp_path: Path) -> None:

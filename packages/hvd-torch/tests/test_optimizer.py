@@ -148,6 +148,21 @@ def test_fp16_compression() -> None:
     check({"kwargs": {"compression": hvd.Compression.fp16}}, 2, atol=2e-3)
 
 
+class CastingCompressor(hvd.Compression.fp16):
+    """Compression.fp16's casts, as a user's own compressor: the optimizer runs it as given (a new
+    float16 tensor per gradient and step), not with Compression.fp16's kept copies."""
+
+
+@pytest.mark.parametrize("extra", [{}, {"groups": 2}, {"backward_passes_per_step": 2}], ids=str)
+def test_fp16_compression_kept_copies_give_the_casts_bits(extra: dict) -> None:
+    """DistributedOptimizer keeps each gradient's float16 copy between steps and casts the result
+    into the gradient (kept_compression.py): the same bits as casting anew every step."""
+    kept = cluster(case_train, 2, {"kwargs": {"compression": hvd.Compression.fp16, **extra}, "steps": 3})
+    cast = cluster(case_train, 2, {"kwargs": {"compression": CastingCompressor, **extra}, "steps": 3})
+    for ours, theirs in zip(kept[0] + kept[1], cast[0] + cast[1], strict=True):
+        assert torch.equal(ours, theirs)
+
+
 def test_num_groups_is_deprecated() -> None:
     _, caught = cluster_warnings(case_train, 2, {"kwargs": {"num_groups": 2}})
     assert any(issubclass(w.category, DeprecationWarning) and "num_groups" in str(w.message) for w in caught)

@@ -16,8 +16,8 @@ from typing import Any
 from horovod.common.plugin_api import elastic_protocol
 from horovod.ray.rendezvous import start_rendezvous
 from horovod.ray.settings import ElasticRaySettings
-from horovod.ray.worker import LEFT, BaseHorovodWorker
-from horovod.runner import worker_env
+from horovod.ray.worker import LEFT, THREADS_DEFAULT, BaseHorovodWorker
+from horovod.runner import threads, worker_env
 from horovod.runner.elastic.discovery import HostDiscovery
 from horovod.runner.elastic.driver import DriverSettings, ElasticDriver, WorkerExited
 from horovod.runner.elastic.host_manager import HostManager
@@ -187,6 +187,8 @@ class ElasticRayExecutor:
         # The driver bounds every world's forming (see horovod.runner.elastic.job).
         rendezvous.env[elastic_protocol.ELASTIC_TIMEOUT] = str(7 * 24 * 3600)
         actor_cls = ray.remote(BaseHorovodWorker)
+        if line := threads.describe(rendezvous.env, THREADS_DEFAULT):
+            print(f"horovod.ray: {line}", flush=True)
         procs: dict[int, ActorProcess] = {}
         driver: ElasticDriver
 

@@ -9,7 +9,8 @@ from typing import Any
 from horovod.ray import placement
 from horovod.ray.rendezvous import start_rendezvous
 from horovod.ray.settings import RaySettings
-from horovod.ray.worker import BaseHorovodWorker
+from horovod.ray.worker import THREADS_DEFAULT, BaseHorovodWorker
+from horovod.runner import threads
 from horovod.runner.hosts import ranks_by_host
 from horovod.runner.job import placement_environment
 from horovod.runner.rendezvous.job import JobRendezvous
@@ -179,6 +180,8 @@ class RayExecutor:
         self._get(
             [w.update_env_vars.remote(env) for w, env in zip(self.workers, envs, strict=True)], "taking its environment"
         )
+        if line := threads.describe(self._rendezvous.env, THREADS_DEFAULT):
+            print(f"horovod.ray: {line}", flush=True)
 
     def _get(self, refs: list[Any], doing: str) -> list[Any]:
         import ray

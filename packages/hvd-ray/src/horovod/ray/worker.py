@@ -9,6 +9,9 @@ import socket
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+#: What a worker's intra-op threads are by default (horovod.runner.threads), as the executors say.
+THREADS_DEFAULT = "each worker's CPUs in Ray (its num_cpus), at least 1"
+
 #: What an elastic worker's run ends with when the driver told it to leave (it raised SystemExit(0)).
 LEFT = "left"
 
@@ -40,11 +43,17 @@ class BaseHorovodWorker:
         return ray.get_runtime_context().get_node_id(), socket.gethostname(), os.getpid()
 
     def update_env_vars(self, env_vars: Mapping[str, str]) -> None:
-        """Adds ``env_vars`` to this worker's environment.
+        """Adds ``env_vars`` to this worker's environment; the intra-op thread variables the user has
+        not set become this worker's CPUs in Ray (horovodrun's ``--num-threads-per-rank`` rule).
 
         :param env_vars: the variables to set (keys and values made strings).
         """
+        import ray
+        from horovod.runner import threads
+
         os.environ.update({str(k): str(v) for k, v in env_vars.items()})
+        cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 1)
+        os.environ.update(threads.with_default(os.environ, max(1, int(cpus))))
 
     def env_vars(self) -> dict[str, str]:
         return dict(os.environ)

@@ -132,7 +132,8 @@ def run_job(
         remote = frozenset(settings.remote_hosts)
         cores = threads.host_cores()
         local_sizes = {p.hostname: p.local_size for p in settings.placements if p.hostname not in remote}
-        if line := threads.describe(envs[0], local_sizes, cores, bool(remote)):
+        shares = threads.host_shares(local_sizes, cores, bool(remote))
+        if line := threads.describe(envs[0], f"the host's cores over its ranks ({shares})"):
             log(line)
         envs = [
             env if p.hostname in remote else threads.apply(env, cores)

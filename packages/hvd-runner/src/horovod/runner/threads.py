@@ -16,6 +16,9 @@ from collections.abc import Mapping
 from horovod.runner.errors import UsageError
 
 SETTING = "HOROVOD_NUM_THREADS_PER_RANK"
+#: The ranks the launcher starts on a rank's host, for an elastic worker: its HOROVOD_LOCAL_SIZE
+#: comes only at rendezvous, after the frameworks have sized their thread pools.
+HOST_RANKS = "HOROVOD_RUNNER_HOST_RANKS"
 #: What torch (OpenMP, and MKL's BLAS), TensorFlow and MXNet read for their intra-op threads.
 VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "MXNET_OMP_MAX_THREADS")
 AUTO = "auto"
@@ -48,29 +51,41 @@ def share(cores: int, local_size: int) -> int:
 
 
 def apply(env: Mapping[str, str], cores: int) -> dict[str, str]:
-    """``env`` of a rank (its ``HOROVOD_LOCAL_SIZE`` given) with the thread variables set as asked."""
+    """``env`` of a rank (its ``HOROVOD_RUNNER_HOST_RANKS`` or ``HOROVOD_LOCAL_SIZE`` given) with the
+    thread variables set as asked: by default, the host's cores over its ranks."""
+    local_size = env.get(HOST_RANKS) or env.get("HOROVOD_LOCAL_SIZE") or "1"
+    return with_default(env, share(cores, int(local_size)))
+
+
+def with_default(env: Mapping[str, str], default: int) -> dict[str, str]:
+    """``env`` with the thread variables set as asked, ``default`` threads where the user set none."""
     out = dict(env)
     asked = requested(env)
     if asked == 0:
         return out
-    threads = asked if asked is not None else share(cores, int(env.get("HOROVOD_LOCAL_SIZE", "1") or 1))
+    threads = asked if asked is not None else default
     for name in VARIABLES:
         if asked is not None or not out.get(name, "").strip():  # the default keeps what the user set
             out[name] = str(threads)
     return out
 
 
-def describe(env: Mapping[str, str], local_sizes: Mapping[str, int], cores_here: int, remote: bool) -> str | None:
-    """The one line the launcher prints about it, or None when nothing is set (all given, or 0)."""
+def host_shares(local_sizes: Mapping[str, int], cores_here: int, remote: bool) -> str:
+    """What the default gives the ranks of this machine's hosts, for :func:`describe`."""
+    here = [f"{host}: {cores_here} cores / {n} ranks = {share(cores_here, n)}" for host, n in local_sizes.items()]
+    return "; ".join(here) + ("; each remote host likewise, with its own cores" if remote else "")
+
+
+def describe(env: Mapping[str, str], default: str) -> str | None:
+    """The one line a launcher prints about it, or None when nothing is set (all given, or 0);
+    ``default`` says what the default gives each rank (e.g. :func:`host_shares`)."""
     asked = requested(env)
     if asked == 0 or (asked is None and all(env.get(name, "").strip() for name in VARIABLES)):
         return None
     names = ", ".join(VARIABLES)
     if asked is not None:
         return f"{asked} intra-op thread(s) per rank ({names}), from {SETTING} / --num-threads-per-rank"
-    here = [f"{host}: {cores_here} cores / {n} ranks = {share(cores_here, n)}" for host, n in local_sizes.items()]
-    where = "; ".join(here) + ("; each remote host likewise, with its own cores" if remote else "")
     return (
-        f"intra-op threads per rank ({names}, where not set) are the host's cores over its ranks ({where}); "
+        f"intra-op threads per rank ({names}, where not set) are {default}; "
         "--num-threads-per-rank N to choose, 0 to leave them alone"
     )

@@ -19,6 +19,7 @@ import torch
 from horovod.common import framework_api as api
 from horovod.common.framework_api import ProcessSet, global_process_set, process_set_id, shared_parameters, split_groups
 from horovod.torch.compression import Compression, CompressorLike
+from horovod.torch.kept_compression import KeptCompression
 from horovod.torch.mpi_ops import (
     Adasum,
     Average,
@@ -58,7 +59,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # (At run time this class is always mixed in before the wrapped one, whose __init__ super()
         # reaches: it has defaults for its options; torch.optim.Optimizer's own needs `defaults`.)
         super().__init__(params)  # type: ignore[call-arg]  # see above: mypy sees Optimizer.__init__
-        self._compression = compression
+        self._compression = KeptCompression(compression)
 
         if named_parameters is not None:
             named_parameters = list(named_parameters)
@@ -234,7 +235,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if not self.sparse_as_dense:
                 return sparse_allreduce_async(tensor, name=name, op=self.op, process_set=self.process_set), None
             tensor = tensor.to_dense()
-        compressed, ctx = self._compression.compress(tensor)
+        compressed, ctx = self._compression.compress(p, tensor)
         prescale, postscale = self._scale_factors()
         handle = allreduce_async_(
             compressed,
@@ -248,7 +249,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _grouped_allreduce_grad_async(self, group: _Group) -> tuple[Any, Any]:
         grads = [self._ensure_grad(p) for p in group]
-        tensors, ctxs = zip(*[self._compression.compress(g) for g in grads], strict=True)
+        compressed = [self._compression.compress(p, g) for p, g in zip(group, grads, strict=True)]
+        tensors, ctxs = zip(*compressed, strict=True)
         prescale, postscale = self._scale_factors()
         handle = grouped_allreduce_async_(
             list(tensors),
@@ -284,7 +286,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 if isinstance(key, tuple):
                     for p, output, c in zip(key, synchronize(handle), ctx, strict=True):
                         self._allreduce_delay[p] = self.backward_passes_per_step
-                        self._write_grad(p.grad, self._compression.decompress(output, c))
+                        self._compression.write_result(p.grad, output, c)
                     continue
                 output = synchronize(handle)
                 self._allreduce_delay[key] = self.backward_passes_per_step
@@ -294,16 +296,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                         aggregated = aggregated.to_sparse()
                     key.grad = aggregated.coalesce()
                 else:
-                    self._write_grad(key.grad, self._compression.decompress(output, ctx))
+                    self._compression.write_result(key.grad, output, ctx)
         finally:  # after a failure too, so that the optimizer can be used again (elastic training)
             self._handles.clear()
         self._synchronized = True
-
-    @staticmethod
-    def _write_grad(grad: torch.Tensor, value: torch.Tensor) -> None:
-        """Makes ``grad`` (a parameter's, which _ensure_grad gave it before its allreduce) ``value``."""
-        if value is not grad:  # e.g. decompressed from float16: take the result's storage
-            grad.set_(value)  # type: ignore[call-overload]  # torch's stub omits set_(Tensor), which it documents
 
     @contextlib.contextmanager
     def skip_synchronize(self) -> Iterator[None]:

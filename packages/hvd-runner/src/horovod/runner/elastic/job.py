@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from horovod.common.plugin_api import elastic_protocol as protocol
-from horovod.runner import exit_report, network, worker_env
+from horovod.runner import exit_report, network, threads, worker_env
 from horovod.runner.elastic.driver import ElasticDriver, WorkerAsked, WorkerExited, WorkerReported
 from horovod.runner.elastic.host_manager import HostManager
 from horovod.runner.elastic.settings import ElasticSettings
@@ -67,18 +67,24 @@ def run_elastic_job(
         )
         remote_grace_s = max(0.5, DEFAULT_GRACE_S - 1.0)
         checked: set[str] = set(job.remote_hosts)
+        hosts = HostManager(settings.cooldown_range)
+        cores = threads.host_cores()
+        if line := threads.describe(common, "each host's cores over its slots"):
+            log(line)
         driver: ElasticDriver
 
         def start_worker(worker_id: int, host: str, slot: int) -> RankProcess:
             env = dict(common)
             env[protocol.WORKER_ID] = str(worker_id)
             env[worker_env.HOSTNAME] = host
+            # Its host's cores shared among the host's slots: here, or on a remote host by remote_rank.py.
+            env[threads.HOST_RANKS] = str(max(1, hosts.current_hosts.get(host, 1)))
             output.prepare(worker_id)
             proc: RankProcess
             if _is_remote(host):
                 proc = RemoteRankProcess(host, job.ssh, sys.executable, list(argv), env, remote_grace_s)
             else:
-                proc = RankProcess(list(argv), env)
+                proc = RankProcess(list(argv), threads.apply(env, cores))
             output.attach(worker_id, "stdout", proc.stdout)
             output.attach(worker_id, "stderr", proc.stderr)
 
@@ -109,7 +115,7 @@ def run_elastic_job(
         driver = ElasticDriver(
             settings.driver,
             settings.discovery,
-            HostManager(settings.cooldown_range),
+            hosts,
             job_key=job_key,
             start_worker=start_worker,
             publish=server.set,
