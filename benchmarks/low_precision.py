@@ -15,15 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
+
+from stats import paired_ratio, sweep_main
 
 KiB, MiB = 1024, 1024 * 1024
 DTYPE_NAMES = ("float32", "float16", "bfloat16")
-
-
-def paired_ratio(samples: list[float], reference: list[float]) -> float:
-    """The median over repetitions of sample / reference, taken in the same repetition."""
-    return statistics.median(s / r for s, r in zip(samples, reference, strict=True))
 
 
 def measure(args: argparse.Namespace) -> None:
@@ -89,20 +85,7 @@ def table(data: dict, title: str) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", help="where rank 0 writes the results (JSON)")
-    parser.add_argument("--repeats", type=int, default=9)
-    parser.add_argument("--max-bytes", type=int, default=64 * MiB, help="the largest float32 allreduce")
-    parser.add_argument("--table", nargs="+", metavar="JSON", help="print these results as markdown instead")
-    args = parser.parse_args()
-    if args.table:
-        for path in args.table:
-            with open(path) as f:
-                print("\n".join(table(json.load(f), os.path.basename(path))), end="\n\n")
-    elif args.out:
-        measure(args)
-    else:
-        parser.error("--out or --table is required")
+    sweep_main(measure, table, max_bytes=64 * MiB)
 
 
 if __name__ == "__main__":

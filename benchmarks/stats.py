@@ -55,6 +55,11 @@ def summary(samples: list[float]) -> dict:
     }
 
 
+def paired_ratio(samples: list[float], reference: list[float]) -> float:
+    """The median over repetitions of sample / reference, taken in the same repetition."""
+    return statistics.median(s / r for s, r in zip(samples, reference, strict=True))
+
+
 def load_average() -> str:
     one, five, _ = os.getloadavg()
     return f"{one:.2f}/{five:.2f}"
@@ -79,3 +84,25 @@ def fmt_time(seconds: float) -> str:
 def spread(s: dict) -> str:
     """A measurement as the tables show it: median [min..max]."""
     return f"{fmt_time(s['median'])} [{fmt_time(s['min'])}..{fmt_time(s['max'])}]"
+
+
+def sweep_main(measure: Callable, table: Callable[[dict, str], list[str]], max_bytes: int, repeats: int = 9) -> None:
+    """The command line of a sweep that rank 0 writes as JSON (``--out``, run under the launcher)
+    and that prints its files as markdown (``--table``): ``measure(args)`` or ``table(data, title)``."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", help="where rank 0 writes the results (JSON)")
+    parser.add_argument("--repeats", type=int, default=repeats)
+    parser.add_argument("--max-bytes", type=int, default=max_bytes, help="the largest float32 tensor")
+    parser.add_argument("--table", nargs="+", metavar="JSON", help="print these results as markdown instead")
+    args = parser.parse_args()
+    if args.table:
+        for path in args.table:
+            with open(path) as f:
+                print("\n".join(table(json.load(f), os.path.basename(path))), end="\n\n")
+    elif args.out:
+        measure(args)
+    else:
+        parser.error("--out or --table is required")

@@ -35,6 +35,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=32, help="per rank")
     parser.add_argument("--lr", type=float, default=0.02, help="per rank; scaled by the number of ranks")
     parser.add_argument("--warmup-epochs", type=int, default=2)
+    parser.add_argument("--use-adasum", action="store_true", help="combine the ranks' gradients by Adasum")
     parser.add_argument("--checkpoint", default="", help="where rank 0 saves the model (default: a temporary file)")
     return parser.parse_args(argv)
 
@@ -84,8 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     x_train, y_train, x_test, y_test = load_shard()
 
     model = build_model()
-    lr = args.lr * hvd.size()  # Horovod: scale the learning rate by the number of ranks
-    opt = hvd.DistributedOptimizer(keras.optimizers.SGD(lr, momentum=0.9))
+    # Horovod: scale the learning rate by the number of ranks; Adasum adapts the combined step
+    # itself (from the sum of the ranks' gradients, orthogonal, to their mean, parallel): unscaled.
+    lr = args.lr if args.use_adasum else args.lr * hvd.size()
+    opt = hvd.DistributedOptimizer(
+        keras.optimizers.SGD(lr, momentum=0.9), op=hvd.Adasum if args.use_adasum else hvd.Average
+    )
     model.compile(optimizer=opt, loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     callbacks = [
         hvd.callbacks.BroadcastGlobalVariablesCallback(0),

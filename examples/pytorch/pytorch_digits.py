@@ -34,6 +34,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--momentum", type=float, default=0.9)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--use-adasum", action="store_true", help="combine the ranks' steps by Adasum (op=hvd.Adasum)")
     parser.add_argument("--np", type=int, default=2, help="ranks to run as threads when not started by a launcher")
     return parser.parse_args(argv)
 
@@ -90,8 +91,12 @@ def main(args: argparse.Namespace) -> dict:
         for p in model.parameters():
             p.copy_(torch.randn(p.shape, generator=generator) * (1.0 / math.sqrt(p.shape[-1])))
 
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr * size, momentum=args.momentum)
-    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+    # Averaged gradients take the learning rate scaled by the ranks; Adasum adapts the combined
+    # step itself (from the sum of the ranks' steps, orthogonal, to their mean, parallel): unscaled.
+    lr = args.lr if args.use_adasum else args.lr * size
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=args.momentum)
+    op = hvd.Adasum if args.use_adasum else hvd.Average
+    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(), op=op)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
 

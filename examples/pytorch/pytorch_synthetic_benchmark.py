@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import sys
 import timeit
 
 import numpy as np
@@ -102,8 +101,6 @@ MODELS = {
 def main(args: argparse.Namespace) -> dict:
     hvd.init()
     torch.set_num_threads(1)
-    if args.use_adasum:
-        raise SystemExit("--use-adasum: Adasum is not yet supported by hvd; run without it (op=hvd.Average)")
 
     if args.cuda:
         # Horovod: pin GPU to local rank.
@@ -119,7 +116,10 @@ def main(args: argparse.Namespace) -> dict:
     compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
     # Horovod: wrap optimizer with DistributedOptimizer.
     optimizer = hvd.DistributedOptimizer(
-        optimizer, named_parameters=model.named_parameters(), compression=compression, op=hvd.Average
+        optimizer,
+        named_parameters=model.named_parameters(),
+        compression=compression,
+        op=hvd.Adasum if args.use_adasum else hvd.Average,
     )
     # Horovod: broadcast parameters & optimizer state.
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
@@ -171,8 +171,6 @@ def main(args: argparse.Namespace) -> dict:
 
 if __name__ == "__main__":
     arguments = parse_args()
-    if arguments.use_adasum:  # refuse before starting any rank
-        sys.exit("--use-adasum: Adasum is not yet supported by hvd; run without it (op=hvd.Average)")
     if "HOROVOD_SIZE" in os.environ:  # started by a launcher: this process is one rank
         main(arguments)
     else:

@@ -27,7 +27,7 @@ def test_gradient_options_read_an_integer_groups_as_the_count() -> None:
 @pytest.mark.parametrize(
     ("op", "predivide", "num_groups", "groups", "error", "fragment"),
     [
-        (Adasum, 1.0, 0, None, NotImplementedError, "Adasum is not supported by hvd yet (opt)"),
+        (Adasum, 2.0, 0, None, ValueError, "only supported with op=hvd.Average"),
         (Sum, 2.0, 0, None, ValueError, "only supported with op=hvd.Average"),
         (Average, 1.0, 2, [["a"]], ValueError, "either num_groups or groups"),
         (Average, 1.0, 0, [["a"], "b"], ValueError, "a list of lists of variables"),

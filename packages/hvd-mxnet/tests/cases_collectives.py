@@ -102,6 +102,28 @@ def case_grouped() -> None:
     assert scattered[0].asnumpy().tolist() == [[float(n)] * 2] and scattered[1].asnumpy().tolist() == [n]
 
 
+def case_adasum() -> None:
+    """op=hvd.Adasum on NDArrays (allreduce, allreduce_, grouped_allreduce) against hvd-core's
+    numpy reference."""
+    from horovod.common.testing.adasum import assert_close as assert_adasum
+    from horovod.common.testing.adasum import expected
+
+    n, rank = _init()
+    per_rank = {
+        d: [np.random.default_rng(10 * r + i).standard_normal(257).astype(d) for r in range(n)]
+        for i, d in enumerate(("float32", "float64", "float16"))
+    }
+    for dtype, inputs in per_rank.items():
+        got = hvd.allreduce(nd(inputs[rank]), op=hvd.Adasum, name=f"ada.{dtype}")
+        assert_adasum(got.asnumpy(), expected(inputs), dtype, f"allreduce {dtype}")
+        in_place = nd(inputs[rank])
+        hvd.allreduce_(in_place, op=hvd.Adasum, name=f"ada_.{dtype}")
+        assert_adasum(in_place.asnumpy(), expected(inputs), dtype, f"allreduce_ {dtype}")
+    group = hvd.grouped_allreduce([nd(x[rank]) for x in per_rank.values()], op=hvd.Adasum, name="ada.group")
+    for (dtype, inputs), got in zip(per_rank.items(), group, strict=True):
+        assert_adasum(got.asnumpy(), expected(inputs), dtype, f"grouped_allreduce {dtype}")
+
+
 def case_broadcast() -> None:
     n, rank = _init()
     checks = []

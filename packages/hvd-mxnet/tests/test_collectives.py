@@ -20,6 +20,7 @@ CALLS: list[Call] = [
     for case in (
         cases.case_allreduce,
         cases.case_grouped,
+        cases.case_adasum,
         cases.case_broadcast,
         cases.case_allgather_alltoall,
         cases.case_reducescatter,

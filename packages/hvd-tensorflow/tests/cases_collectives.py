@@ -350,3 +350,39 @@ def case_basics_and_timeline() -> None:
             with open(path) as f:
                 events = json.load(f)
             assert any(event.get("args", {}).get("name") == "timeline.tensor" for event in events), events[:5]
+
+
+def case_adasum(mode: str) -> None:
+    """allreduce and grouped_allreduce with op=Adasum, against hvd-core's numpy reference; and
+    DistributedGradientTape(op=Adasum), whose gradients are the Adasum of the ranks' gradients."""
+    from horovod.common.testing.adasum import assert_close, expected
+
+    hvd.init()
+    n, rank = hvd.size(), hvd.rank()
+
+    def rank_vector(r: int, size: int, seed: int, dtype: Any) -> np.ndarray:
+        return np.random.default_rng(100 * seed + r).standard_normal(size).astype(dtype)
+
+    dtypes = (np.float16, np.float32, np.float64)
+    inputs = {dt: [rank_vector(r, 301, i, dt) for r in range(n)] for i, dt in enumerate(dtypes)}
+    grouped = [[rank_vector(r, size, 10 + size, np.float32) for r in range(n)] for size in (3, 1000)]
+    x_all = [rank_vector(r, 6, 99, np.float32).reshape(2, 3) for r in range(n)]
+
+    def build(*tensors: tf.Tensor) -> list[Any]:
+        singles = [hvd.allreduce(t, op=hvd.Adasum, name=f"ada.{t.dtype.name}") for t in tensors[:3]]
+        group = hvd.grouped_allreduce(list(tensors[3:5]), op=hvd.Adasum, name="ada.group")
+        w = tf.ones((3,), tf.float32)
+        with tf.GradientTape() as tape:
+            tape.watch(w)
+            loss = tf.reduce_sum(tf.linalg.matvec(tensors[5], w) ** 2)
+        [gradient] = hvd.DistributedGradientTape(tape, op=hvd.Adasum).gradient(loss, [w])
+        return [*singles, *group, gradient]
+
+    mine = [inputs[dt][rank] for dt in dtypes] + [each[rank] for each in grouped] + [x_all[rank]]
+    results = run_in_mode(mode, build, *mine)
+    for dt, got in zip(dtypes, results[:3], strict=True):
+        assert_close(got, expected(inputs[dt]), dt)
+    for each, got in zip(grouped, results[3:5], strict=True):
+        assert_close(got, expected(each), np.float32)
+    local_gradients = [2 * x.T @ (x @ np.ones(3, np.float32)) for x in x_all]  # d/dw |x w|^2
+    assert_close(results[5], expected(local_gradients), np.float32)

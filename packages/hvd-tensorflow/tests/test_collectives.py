@@ -23,6 +23,7 @@ PER_MODE = [
     collectives.case_alltoall_reducescatter,
     collectives.case_variables_and_queries,
     collectives.case_mismatches,
+    collectives.case_adasum,
     training.case_gradients,
 ]
 EAGER_AND_FUNCTION = [

@@ -20,6 +20,7 @@ PAGES = [
     "horovodrun.md",
     "mpi.md",
     "gpu.md",
+    "adasum.md",
     "benchmarks.md",
     "backend-plugin.md",
     "migrating.md",

@@ -22,35 +22,40 @@ def run(script: str, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_digits_reaches_95_percent_with_identical_weights() -> None:
-    done = run("pytorch_digits.py")
+QUICK_BENCHMARK = ("--num-warmup-batches", "1", "--num-batches-per-iter", "2", "--num-iters", "2")
+
+
+def assert_digits_reach_95_percent(done: subprocess.CompletedProcess) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     final = re.search(r"final test accuracy ([0-9.]+) \(2 ranks.*identical weights on every rank: True\)", done.stdout)
     assert final, done.stdout
     assert float(final.group(1)) >= 0.95, done.stdout
 
 
-def test_synthetic_benchmark() -> None:
-    done = run(
-        "pytorch_synthetic_benchmark.py",
-        "--num-warmup-batches",
-        "1",
-        "--num-batches-per-iter",
-        "2",
-        "--num-iters",
-        "2",
-        "--batch-size",
-        "8",
-        "--image-size",
-        "32",
-        "--fp16-allreduce",
-    )
+def test_digits_reaches_95_percent_with_identical_weights() -> None:
+    assert_digits_reach_95_percent(run("pytorch_digits.py"))
+
+
+def test_digits_with_adasum_reaches_95_percent_with_identical_weights() -> None:
+    """The delta optimizer (op=hvd.Adasum): each rank's SGD step, combined by Adasum."""
+    assert_digits_reach_95_percent(run("pytorch_digits.py", "--use-adasum"))
+
+
+def test_adasum_small_model_fits_the_coefficients() -> None:
+    """Horovod's small Adasum problem: the quadratic's coefficients found, the same on every rank."""
+    done = run("pytorch_adasum_small_model.py", "--op", "adasum")
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = re.search(r"largest error ([0-9.e+-]+), identical on every rank: True", done.stdout)
+    assert found and float(found.group(1)) < 1e-4, done.stdout
+
+
+@pytest.mark.parametrize("option", ["--fp16-allreduce", "--use-adasum"])
+def test_synthetic_benchmark(option: str) -> None:
+    done = run("pytorch_synthetic_benchmark.py", *QUICK_BENCHMARK, "--batch-size", "8", "--image-size", "32", option)
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"Img/sec per CPU: [0-9.]+", done.stdout) and "Total img/sec on 2 CPU(s)" in done.stdout, (
         done.stdout
     )
-    refused = run("pytorch_synthetic_benchmark.py", "--use-adasum")
-    assert refused.returncode != 0 and "Adasum is not yet supported" in refused.stderr
 
 
 def test_elastic_digits_survives_a_lost_worker(tmp_path: pathlib.Path) -> None:

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import horovod.torch as hvd
+from horovod.common.testing.adasum import combine
 from hvdtorch_testutil import cluster, cluster_warnings, expect_error, seeded
 
 BATCH, FEATURES, CLASSES = 4, 6, 3
@@ -189,7 +190,6 @@ def case_misuse() -> None:
     expect_error(ValueError, ("tuples",), lambda: wrap(named_parameters=[p for _, p in named]))
     expect_error(ValueError, ("gradient_predivide_factor",), lambda: wrap(op=hvd.Sum, gradient_predivide_factor=2.0))
     expect_error(ValueError, ("only appear once",), lambda: wrap(groups=[[model.fc1.weight], [model.fc1.weight]]))
-    expect_error(NotImplementedError, ("Adasum",), lambda: wrap(op=hvd.Adasum))
 
     opt = wrap(named_parameters=model.named_parameters())
     loss_of(model, *batch(0, hvd.rank())).backward()
@@ -360,3 +360,71 @@ def case_rewrapping() -> list[torch.Tensor]:
 def test_rewrapping_the_same_parameters() -> None:
     results = cluster(case_rewrapping, 2)
     assert all(torch.allclose(a, b, atol=1e-10) for a, b in zip(results[0], reference(2, {}), strict=True))
+
+
+# --- op=hvd.Adasum: the delta optimizer ---------------------------------------------------------------
+
+
+def adasum_reference(n: int, config: dict) -> list[torch.Tensor]:
+    """What the delta optimizer does, in one process: each of the n ranks steps its own optimizer
+    (its own state) from the shared parameters on its own batch; the shared parameters then move
+    by the Adasum of the ranks' changes (the numpy reference), parameter by parameter."""
+    kwargs = config.get("kwargs", {})
+    passes = kwargs.get("backward_passes_per_step", 1)
+    shared = Net()
+    copies = [Net() for _ in range(n)]
+    optimizers = [make_optimizer(config.get("optimizer", "sgd"), c.parameters()) for c in copies]
+    for step in range(config.get("steps", 4)):
+        deltas = []
+        for rank, (copy, opt) in enumerate(zip(copies, optimizers, strict=True)):
+            with torch.no_grad():
+                for p, q in zip(copy.parameters(), shared.parameters(), strict=True):
+                    p.copy_(q)
+            opt.zero_grad()
+            for micro in range(passes):
+                x, y = batch(step, rank, micro)
+                use_extra = not (config.get("unused_on_last_rank") and rank == n - 1)
+                loss_of(copy, x, y, use_extra).backward()
+            opt.step()
+            deltas.append(
+                [p.detach() - q.detach() for p, q in zip(copy.parameters(), shared.parameters(), strict=True)]
+            )
+        with torch.no_grad():
+            for i, q in enumerate(shared.parameters()):
+                q.add_(torch.from_numpy(combine([d[i].numpy() for d in deltas]).reshape(q.shape)))
+    return [p.detach().clone() for p in shared.parameters()]
+
+
+@pytest.mark.parametrize("np_", [2, 3])
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"optimizer": "sgd"},
+        {"optimizer": "adam"},
+        {"optimizer": "adam", "kwargs": {"backward_passes_per_step": 2}},
+        {"kwargs": {"groups": 2}},
+        {"unused_on_last_rank": True},
+    ],
+    ids=lambda c: str(c).replace(" ", ""),
+)
+def test_adasum_delta_optimizer(np_: int, config: dict) -> None:
+    config = {**config, "kwargs": {**config.get("kwargs", {}), "op": hvd.Adasum}}
+    results = cluster(case_train, np_, config)
+    for other in results[1:]:
+        for a, b in zip(results[0], other, strict=True):
+            assert torch.equal(a, b), "ranks hold different parameters"
+    for got, want in zip(results[0], adasum_reference(np_, config), strict=True):
+        assert torch.allclose(got, want, atol=1e-10, rtol=1e-10), (got - want).abs().max()
+
+
+def case_adasum_skip_synchronize() -> None:
+    hvd.init()
+    model = Net()
+    opt = hvd.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.1), named_parameters=model.named_parameters(), op=hvd.Adasum
+    )
+    expect_error(AssertionError, ("Adasum",), lambda: opt.skip_synchronize().__enter__())
+
+
+def test_adasum_refuses_skip_synchronize() -> None:
+    cluster(case_adasum_skip_synchronize, 2)

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "execution/adasum_math.h"
 #include "horovod/hvd_reduce.hpp"
 #include "negotiation/message.h"
 
@@ -11,9 +12,11 @@ namespace {
 std::string Quote(const TensorEntry& e) { return std::string(OpTypeName(e.type)) + " of tensor '" + e.name + "'"; }
 
 Status CheckReduction(const TensorEntry& e) {
-  if (e.op == ReduceOp::kAdasum) {
+  if (e.op == ReduceOp::kAdasum && e.type == OpType::kAllreduce && !AdasumDtype(e.input.dtype)) {
     return Status::InvalidArgument(Quote(e) +
-                                   ": op=Adasum is not supported by this release of hvd-core; use Average or Sum");
+                                   ": op=Adasum combines floating-point tensors only (float16, bfloat16, "
+                                   "float32, float64), got " +
+                                   hvd::dtype_name(e.input.dtype));
   }
   if (e.type == OpType::kReducescatter && e.op != ReduceOp::kSum && e.op != ReduceOp::kAverage) {
     return Status::InvalidArgument(Quote(e) + ": reducescatter supports op=Sum and op=Average, got " +

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "execution/adasum.h"
 #include "execution/batch.h"
 #include "horovod/hvd_reduce.hpp"
 
@@ -94,7 +95,9 @@ Status Executor::Execute(ProcessSet& ps, std::vector<Response> responses) {
 Status Executor::RunPlaced(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries) {
   // Decided by the negotiated response alone, so that every member, a joined one without the
   // tensor included, takes the same path.
-  if (r.kind == Response::Kind::kOp && r.device_kind != HVD_DEVICE_CPU && route_.Takes(r.type)) {
+  // Adasum is the engine's own algorithm: device tensors are staged for it.
+  if (r.kind == Response::Kind::kOp && r.device_kind != HVD_DEVICE_CPU && route_.Takes(r.type) &&
+      r.op != ReduceOp::kAdasum) {
     bool declined = false;
     Status st = RunOnDevice(ps, r, entries, &declined);
     if (!declined) return st;
@@ -241,11 +244,13 @@ Status Executor::Allreduce(ProcessSet& ps, const Response& r, std::vector<std::u
   const double post = EffectivePostscale(r, ps.size());
   ++stats_.backend_calls[(int)OpType::kAllreduce];
   if (entries.size() > 1) ++stats_.fused_batches;
+  const bool adasum = r.op == ReduceOp::kAdasum;  // the engine's own algorithm (execution/adasum.h)
   // A prescale changes the input, which only a copy may: such batches take the path below. The
   // choice rests on the negotiated response alone, so that every member calls the backend alike
   // (a backend may check that they do); memory shared between tensors of this rank's batch is
   // handled inside (AllreduceWhereTheyAre).
-  if (ps.comm->backend().has_allreduce_buffers() && r.prescale == 1.0 && !(ps.hierarchy && ps.hierarchy->allreduce)) {
+  if (!adasum && ps.comm->backend().has_allreduce_buffers() && r.prescale == 1.0 &&
+      !(ps.hierarchy && ps.hierarchy->allreduce)) {
     bool declined = false;
     Status st = AllreduceWhereTheyAre(ps, r, entries, op, post, &declined);
     if (!declined) return st;
@@ -261,7 +266,7 @@ Status Executor::Allreduce(ProcessSet& ps, const Response& r, std::vector<std::u
     if (e) {
       buf = e->output.data;
       send = e->input.data;  // out of place when unscaled: the backend reads the input directly
-      if (r.prescale != 1.0) {
+      if (r.prescale != 1.0 || adasum) {  // Adasum combines in place
         if (e->input.data != buf && count) std::memcpy(buf, e->input.data, count * esize);
         Scale(r.dtype, buf, count, r.prescale);
         send = buf;
@@ -272,7 +277,8 @@ Status Executor::Allreduce(ProcessSet& ps, const Response& r, std::vector<std::u
       buf = neutral.data();
       send = buf;
     }
-    Status st = ReduceAll(ps, send, buf, count, r.dtype, op);
+    Status st = adasum ? AdasumAllreduce(*ps.comm, static_cast<uint8_t*>(buf), {count}, r.dtype, adasum_scratch_)
+                       : ReduceAll(ps, send, buf, count, r.dtype, op);
     if (st.ok() && e) Scale(r.dtype, buf, count, post);
     return st;
   }
@@ -299,7 +305,8 @@ Status Executor::Allreduce(ProcessSet& ps, const Response& r, std::vector<std::u
     }
     offset += counts[i];
   }
-  Status st = ReduceAll(ps, fused, fused, total, r.dtype, op);
+  Status st = adasum ? AdasumAllreduce(*ps.comm, fused, counts, r.dtype, adasum_scratch_)
+                     : ReduceAll(ps, fused, fused, total, r.dtype, op);
   if (!st.ok()) return st;
   offset = 0;
   for (size_t i = 0; i < entries.size(); ++i) {

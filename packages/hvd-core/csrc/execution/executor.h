@@ -120,6 +120,7 @@ class Executor {
   ExecutionStats& stats_;
   std::shared_ptr<OutputPool> output_pool_;
   CompleteFn complete_;
+  std::vector<uint8_t> adasum_scratch_;  // what the peers' pieces arrive in (execution/adasum.h)
 };
 
 }  // namespace hvdcore

@@ -26,9 +26,13 @@ size_t ResponseBytes(const Response& r) {
 inline size_t SizesSpan(OpType type, int32_t set_size) {
   return AlignUp((size_t)SizesPerMember(type, set_size) * sizeof(int64_t));
 }
-inline bool CarriesData(OpType type) { return type == OpType::kAllreduce || type == OpType::kBroadcast; }
+// Adasum's data never goes inline: every member would combine all the vectors itself, in another
+// order than the engine's tree (execution/adasum.h), and the result's bits would depend on the size.
+inline bool CarriesData(const Response& r) {
+  return (r.type == OpType::kAllreduce && r.op != ReduceOp::kAdasum) || r.type == OpType::kBroadcast;
+}
 inline size_t InlineSpan(const Response& r, int32_t set_size) {
-  return CarriesData(r.type) ? AlignUp(ResponseBytes(r)) : SizesSpan(r.type, set_size);
+  return CarriesData(r) ? AlignUp(ResponseBytes(r)) : SizesSpan(r.type, set_size);
 }
 // An allgather's or alltoall's data: every member sends its own (the third bitmap says it did), of
 // the length its sizes give (MemberInputBytes). It lies after the member's sizes for that slot when
@@ -310,7 +314,7 @@ Status Controller::WriteRecord(ProcessSet& ps, StopWish stop, bool work_elsewher
     }
     size_t bytes = ResponseBytes(r);
     // A broadcast's data comes from its root alone: the others have nothing to send.
-    bool sends_data = CarriesData(r.type) && (r.type != OpType::kBroadcast || r.root == ps.my_rank);
+    bool sends_data = CarriesData(r) && (r.type != OpType::kBroadcast || r.root == ps.my_rank);
     if (host_data && !GathersData(r.type) && sends_data && !sent_eagerly && data_used + AlignUp(bytes) <= data_budget) {
       uint8_t* dst = inline_area + inline_used;
       if (bytes) std::memcpy(dst, e.input.data, bytes);
@@ -477,7 +481,7 @@ Status Controller::DecideCacheSlots(ProcessSet& ps, const RecordLayout& layout, 
     }
     // What this op would take of a member's inline space: its data (an allgather's or alltoall's:
     // the largest member's, after its sizes).
-    size_t wanted = CarriesData(r.type) ? InlineSpan(r, n) : 0;
+    size_t wanted = CarriesData(r) ? InlineSpan(r, n) : 0;
     for (int32_t m = 0; gathers && m < n; ++m)
       wanted = std::max(wanted,
                         SizesSpan(r.type, n) + AlignUp(MemberInputBytes(now, &now.tensor_sizes[(size_t)per * m], n)));

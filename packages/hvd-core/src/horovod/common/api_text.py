@@ -48,15 +48,15 @@ PARAMETER_TEXTS: Mapping[str, str] = {
         "``op`` raises ``ValueError``."
     ),
     "op": (
-        "the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``; "
-        "``Adasum`` raises ``UnsupportedOperationError`` (not supported yet)."
+        "the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Adasum`` (floating-point tensors: "
+        "docs/guides/adasum.md), ``Min``, ``Max`` or ``Product``."
     ),
     "reducescatter_op": (
         "the reduction: ``Average`` (the default) or ``Sum``; any other raises ``UnsupportedOperationError``."
     ),
     "gradient_op": (
-        "the reduction of the gradients: ``Average`` (the default) or ``Sum``; ``Adasum`` raises "
-        "``UnsupportedOperationError``."
+        "the reduction of the gradients: ``Average`` (the default), ``Sum`` or ``Adasum`` (each gradient combined by "
+        "Adasum: docs/guides/adasum.md)."
     ),
     "prescale_factor": "a factor every rank's input is multiplied by before the reduction (default 1.0).",
     "postscale_factor": "a factor the reduced result is multiplied by (default 1.0).",

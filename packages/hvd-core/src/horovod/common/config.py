@@ -61,7 +61,7 @@ INACTIVE_KNOBS: dict[str, Inactive] = {
         "hvd has no torus allreduce (HOROVOD_HIERARCHICAL_ALLREDUCE is implemented)",
         switch=True,
     ),
-    "HOROVOD_ADASUM_MPI_CHUNK_SIZE": Inactive("hvd has no Adasum yet"),
+    "HOROVOD_ADASUM_MPI_CHUNK_SIZE": Inactive("hvd's Adasum moves each level's halves whole, on every backend"),
     "HOROVOD_CCL_BGT_AFFINITY": Inactive("hvd has no oneCCL backend (HOROVOD_THREAD_AFFINITY pins hvd's own thread)"),
     "HOROVOD_CCL_CACHE": Inactive("hvd has no oneCCL backend", switch=True),
     "HOROVOD_DISABLE_GROUP_FUSION": Inactive(

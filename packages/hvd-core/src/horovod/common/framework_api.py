@@ -154,9 +154,9 @@ def check_gradient_options(
     op: int, gradient_predivide_factor: float, num_groups: int, groups: Any, what: str
 ) -> tuple[int, list[list[Any]] | None]:
     """Horovod's checks of a distributed optimizer's options (``what`` names it in the errors),
-    alike in every framework: Adasum is refused (not implemented yet: UnsupportedOperationError),
-    a predivide factor needs op=Average, and ``groups`` is a count or lists of variables. Returns
-    ``(num_groups, groups)``, an integer ``groups`` read as the count.
+    alike in every framework: the op is one allreduce runs, a predivide factor needs op=Average,
+    and ``groups`` is a count or lists of variables. Returns ``(num_groups, groups)``, an integer
+    ``groups`` read as the count.
 
     .. versionadded:: 0.2
 
@@ -168,7 +168,7 @@ def check_gradient_options(
         lists of variables; not together with ``num_groups``.
     :param what: the optimizer's name, for the error messages.
     :raises ValueError: for an invalid combination.
-    :raises UnsupportedOperationError: for a reduction hvd does not run (``Adasum``).
+    :raises UnsupportedOperationError: for a reduction allreduce does not run.
     """
     check_reduce_op(op, what)
     if gradient_predivide_factor != 1.0 and op != Average:

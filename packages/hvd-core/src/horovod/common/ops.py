@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 # The reductions this release runs, by collective. The engine refuses the others too, with a plain
 # ValueError; checking first raises UnsupportedOperationError instead (also a RuntimeError, which is
 # what Horovod raised for them).
-ALLREDUCE_OPS = (Average, Sum, Min, Max, Product)
+ALLREDUCE_OPS = (Average, Sum, Adasum, Min, Max, Product)
 REDUCESCATTER_OPS = (Average, Sum)
 _OP_NAMES = {Average: "Average", Sum: "Sum", Adasum: "Adasum", Min: "Min", Max: "Max", Product: "Product"}
 
@@ -56,8 +56,6 @@ def check_reduce_op(op: int, what: str, supported: Sequence[int] = ALLREDUCE_OPS
 
 
 def _unsupported_message(op: int, what: str, supported: Sequence[int]) -> str:
-    if op == Adasum:
-        return f"op=hvd.Adasum is not supported by hvd yet ({what}); use hvd.Average or hvd.Sum"
     choices = " and ".join(f"op={_OP_NAMES[o]}" for o in supported)
     return f"{what} supports {choices}, got op={_OP_NAMES.get(op, op)}"
 

@@ -27,8 +27,7 @@ def _resolve(op: int | None, average: bool | None) -> int:
 
 def sparse_allreduce(slices: tf.IndexedSlices, name: str, op: int, process_set: ProcessSet) -> tf.IndexedSlices:
     """An allreduce of IndexedSlices: every rank's values and indices, allgathered (Horovod's way)."""
-    if op not in (Average, Sum):
-        raise ValueError(f"allreduce of tf.IndexedSlices supports op=hvd.Average and op=hvd.Sum, got op={op}")
+    mpi_ops.check_op(op, "allreduce of tf.IndexedSlices (sparse_as_dense=True reduces them as dense)", (Average, Sum))
     values, indices = mpi_ops.grouped_allgather_tensors([slices.values, slices.indices], name, process_set)
     if op == Average:
         values = values / tf.cast(api.set_size(process_set), values.dtype)
@@ -62,7 +61,7 @@ def allreduce(
     :param device_sparse: accepted for Horovod's signature (the device sparse tensors are gathered on); ignored.
     :param compression: |shared|
     :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``
-        (``Average`` or ``Sum`` for ``tf.IndexedSlices``); ``Adasum`` raises ``UnsupportedOperationError``.
+        (``Average`` or ``Sum`` for ``tf.IndexedSlices``), or ``Adasum`` for floating-point tensors.
     :param prescale_factor: |shared|
     :param postscale_factor: |shared|
     :param name: a name for the operation, the same on every rank (inside a graph, prefixed with the current name
@@ -111,7 +110,7 @@ def grouped_allreduce(
     :param device_sparse: accepted for Horovod's signature (the device sparse tensors are gathered on); ignored.
     :param compression: |shared|
     :param op: the reduction: ``Average`` (the default, when ``None``), ``Sum``, ``Min``, ``Max`` or ``Product``
-        (``Average`` or ``Sum`` for ``tf.IndexedSlices``); ``Adasum`` raises ``UnsupportedOperationError``.
+        (``Average`` or ``Sum`` for ``tf.IndexedSlices``), or ``Adasum`` for floating-point tensors.
     :param prescale_factor: |shared|
     :param postscale_factor: |shared|
     :param process_set: |shared|

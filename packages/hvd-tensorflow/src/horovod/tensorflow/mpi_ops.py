@@ -61,7 +61,7 @@ def step_name(prefix: str) -> str:
 
 
 def check_op(op: int, what: str, supported: Sequence[int] = api.ALLREDUCE_OPS) -> None:
-    """Refuses, before anything is submitted, a reduction hvd does not run (Adasum; Min, Max or
+    """Refuses, before anything is submitted, a reduction hvd does not run (Adasum, Min, Max or
     Product for a reducescatter) with hvd-core's UnsupportedOperationError: a ValueError and a
     RuntimeError, as scripts written for either catch it."""
     api.check_reduce_op(op, what, supported)

@@ -23,7 +23,6 @@ from horovod.torch.kept_compression import KeptCompression
 from horovod.torch.mpi_ops import (
     Adasum,
     Average,
-    UnsupportedOperationError,
     allreduce_async_,
     grouped_allreduce_async_,
     size,
@@ -396,8 +395,9 @@ def DistributedOptimizer(
         to send them as float16 (default ``Compression.none``).
     :param backward_passes_per_step: the number of backward passes gradients are accumulated over
         locally before they are allreduced, on the last one (call ``step()`` after it); default 1.
-    :param op: the reduction of the gradients: ``Average`` (the default) or ``Sum``. ``Adasum``
-        raises ``UnsupportedOperationError`` (not supported yet) on more than one rank.
+    :param op: the reduction of the gradients: ``Average`` (the default) or ``Sum``; or ``Adasum``, which
+        on more than one rank steps each parameter locally as soon as its gradient is ready and combines
+        the ranks' changes (deltas) by Adasum (Horovod's delta optimizer: adasum_optimizer.py).
     :param gradient_predivide_factor: |shared|
     :param num_groups: deprecated name of ``groups`` as a number (warns with a DeprecationWarning).
     :param groups: gradients allreduced together, as one ``grouped_allreduce``: a number of groups
@@ -418,9 +418,12 @@ def DistributedOptimizer(
         )
         if groups is None:
             groups = num_groups
+    behaviour: type[_DistributedOptimizer] = _DistributedOptimizer
     if op == Adasum and size() > 1:
-        raise UnsupportedOperationError("op=hvd.Adasum is not supported by hvd yet; use op=hvd.Average")
-    cls = type(optimizer.__class__.__name__, (_DistributedOptimizer, optimizer.__class__), {})
+        from horovod.torch.adasum_optimizer import _DistributedAdasumOptimizer  # (it builds on this module)
+
+        behaviour = _DistributedAdasumOptimizer
+    cls = type(optimizer.__class__.__name__, (behaviour, optimizer.__class__), {})
     wrapped: torch.optim.Optimizer = cls(
         optimizer.param_groups,
         named_parameters,

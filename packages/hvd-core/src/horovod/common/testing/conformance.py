@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from horovod.common.testing import cases, device_cases
+from horovod.common.testing import adasum_cases, cases, device_cases
 from horovod.common.testing.cluster import run_cluster
 
 
@@ -65,6 +65,19 @@ class BackendConformance:
         """Device tensors (hvd-core's simulated device) staged through pinned memory and this backend."""
         env = {**device_cases.ENV, "HOROVOD_GPU_OPERATIONS": self.backend}
         self._each_size(device_cases.case_device_tensors, self.reduce_dtypes, cases.ALL_DTYPES, env=env)
+
+    def test_adasum(self) -> None:
+        self._each_size(adasum_cases.case_adasum, cases.FLOAT_DTYPES)
+
+    def test_adasum_groups_and_scaling(self) -> None:
+        self._each_size(adasum_cases.case_adasum_groups_and_scaling)
+
+    def test_adasum_process_set(self) -> None:
+        if self.supports_process_sets:
+            self._each_size(adasum_cases.case_adasum_process_set)
+
+    def test_adasum_refusals(self) -> None:
+        self._each_size(adasum_cases.case_adasum_refusals)
 
     def test_barrier_and_async(self) -> None:
         self._each_size(cases.case_barrier_and_async)
