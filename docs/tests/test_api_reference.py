@@ -58,11 +58,13 @@ DOCUMENTED_MODULES = [
 TORCH_IMPLEMENTATION_MODULES = {
     "version",  # __version__ (documented)
     "adapter",
+    "adasum_optimizer",
     "async_ops",
     "autograd",
     "compression",
     "functions",
     "handles",
+    "kept_compression",
     "mpi_ops",
     "objects",
     "optimizer",

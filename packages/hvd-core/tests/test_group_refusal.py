@@ -79,3 +79,39 @@ def test_a_member_on_a_device_no_one_can_use_is_refused_in_its_group() -> None:
         return host.tolist()
 
     assert run_cluster(case, 2, env={"HOROVOD_DEVICE": "cuda"}) == [[2.0, 2.0]] * 2
+
+
+class RecordingEngine:
+    """The engine, with its refuse() calls counted (the rest passes through)."""
+
+    def __init__(self, engine: object) -> None:
+        self._engine = engine
+        self.refusals: list[str] = []
+
+    def refuse(self, op_type: int, name: str, *rest: object) -> None:
+        self.refusals.append(name)
+        self._engine.refuse(op_type, name, *rest)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._engine, name)
+
+
+def test_a_member_the_engine_refused_is_not_refused_again() -> None:
+    """The engine queues its own refusal of a group member; a second one, queued by the caller
+    after the group had completed, would hold the member's name for a group nobody completes (the
+    group's next submission then failed as 'already in progress')."""
+
+    def case() -> list:
+        hvd.init()
+        ctx = state.context()
+        recording = ctx.engine = RecordingEngine(ctx.engine)
+        with pytest.raises(ValueError, match="scalar") as refused:
+            hvd.grouped_reducescatter([np.zeros((2, 1)), np.array(1.0)], name="once", op=hvd.Sum)
+        assert getattr(refused.value, "refusal_queued", False)
+        with pytest.raises(ValueError, match="dtype"):  # refused before the engine: the caller refuses it
+            hvd.grouped_allreduce([np.ones(2), np.array(["text"])], name="twice", op=hvd.Sum)
+        again = hvd.grouped_reducescatter([np.ones((2, 1)), np.ones((2, 1))], name="once", op=hvd.Sum)
+        return [recording.refusals, [a.tolist() for a in again]]
+
+    for refusals, again in run_cluster(case, 2):
+        assert refusals == ["twice.1"] and again == [[[2.0]], [[2.0]]]

@@ -22,7 +22,14 @@ void BindExceptions(nb::module_& m) {
     } catch (const StatusError& e) {
       nb::object type = g_exception_types[(int)e.status.code()];
       PyObject* t = type.is_valid() ? type.ptr() : PyExc_RuntimeError;
-      PyErr_SetString(t, e.status.message().c_str());
+      if (!e.refusal_queued) {
+        PyErr_SetString(t, e.status.message().c_str());
+        return;
+      }
+      // The exception says so (collectives.py then does not refuse the member again).
+      PyObject* error = PyObject_CallFunction(t, "s", e.status.message().c_str());
+      if (error && PyObject_SetAttrString(error, "refusal_queued", Py_True) == 0) PyErr_SetObject(t, error);
+      Py_XDECREF(error);
     }
   });
   m.def(

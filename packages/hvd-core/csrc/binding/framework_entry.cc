@@ -102,7 +102,7 @@ uint32_t Submit(const hvd_fw_request* request, hvd_fw_done_fn done, void* user_d
     g_engine->Enqueue(std::move(entry), [done, user_data](HandleState& h) { ReportCompletion(done, user_data, h); });
     return HVD_FW_OK;
   } catch (const StatusError& e) {
-    RefuseInGroup(request, e.status);
+    if (!e.refusal_queued) RefuseInGroup(request, e.status);
     CopyMessage(e.status.message(), error, error_size);
     return (uint32_t)e.status.code();
   } catch (const std::exception& e) {  // out of memory, say: never across the C boundary

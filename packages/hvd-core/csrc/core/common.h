@@ -41,6 +41,10 @@ class Status {
 // horovod.common registered for its code.
 struct StatusError {
   Status status;
+  // A refused group member whose refusal the engine has queued already (Engine::Enqueue): the
+  // caller must not refuse it again (Engine::Refuse), which, once the group completed meanwhile,
+  // would leave a refusal of a group nobody completes, holding the name.
+  bool refusal_queued = false;
 };
 
 enum class OpType : uint8_t {

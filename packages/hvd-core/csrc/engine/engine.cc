@@ -366,8 +366,9 @@ std::shared_ptr<HandleState> Engine::Enqueue(std::unique_ptr<TensorEntry> e, Han
   if (st.ok() && e->input.device_kind != HVD_DEVICE_CPU && e->input.num_elements() > 0) st = MarkReady(*e);
   if (!st.ok()) {
     // Refused alone, a group member would leave its partners waiting for it on every rank.
-    if (e->group_id >= 0) QueueRefusal(lk, *ps, e->type, e->name, e->group_id, e->group_size, st.message());
-    throw StatusError{st};
+    const bool group = e->group_id >= 0;
+    if (group) QueueRefusal(lk, *ps, e->type, e->name, e->group_id, e->group_size, st.message());
+    throw StatusError{st, group};
   }
   if (!ps->in_flight.insert(e->name).second) {
     throw StatusError{Status::InvalidArgument(std::string(OpTypeName(e->type)) + " of tensor '" + e->name +

@@ -154,8 +154,9 @@ class Collectives:
                 handles.append(submit(t, n, group))
             except Exception as error:
                 refusal = refusal or error
-                set_id = process_set_id(process_set)
-                state.context().engine.refuse(op_type, n, set_id, group_id, len(tensors), str(error))
+                if not getattr(error, "refusal_queued", False):  # the engine's own refusals are queued already
+                    set_id = process_set_id(process_set)
+                    state.context().engine.refuse(op_type, n, set_id, group_id, len(tensors), str(error))
         if refusal is not None:
             for handle in handles:  # the rest of the group runs: its names are free once it has
                 with contextlib.suppress(Exception):  # the refusal is the error to raise

@@ -131,7 +131,7 @@ _raw = Collectives(RawAdapter())  # inside MXNet's engine: memory as (address, s
 
 def _resolve_op(op: int | None, average: bool | None) -> int:
     # Called directly by each public allreduce function, so that the deprecation warning for
-    # `average=` (stacklevel 4 in hvd-core) points at the user's call; Adasum is refused here.
+    # `average=` (stacklevel 4 in hvd-core) points at the user's call; an op allreduce lacks is refused here.
     resolved = handle_average_backwards_compatibility(op, average)
     api.check_reduce_op(resolved, "allreduce")
     return resolved

@@ -48,8 +48,11 @@ def combine(vectors: list[np.ndarray]) -> np.ndarray:
         held[i] = pairwise(held[i], extra)
     level = 1
     while level < tree:
-        held = [pairwise(held[r], held[r + level]) if not r & level else None for r in range(tree)]
-        held = [held[r & ~level] for r in range(tree)]  # both of a pair hold the combination
+        combined = list(held)
+        for r in range(tree):
+            if not r & level:  # both of a pair hold the combination, the lower one's vector first
+                combined[r] = combined[r | level] = pairwise(held[r], held[r | level])
+        held = combined
         level *= 2
     return held[0]
 
