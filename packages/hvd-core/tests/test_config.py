@@ -56,8 +56,14 @@ def test_bad_values_name_the_variable(env: dict, fragment: str) -> None:
 
 def test_unimplemented_knobs_warn(caplog) -> None:
     with caplog.at_level(logging.WARNING, logger="horovod"):
-        _config(HOROVOD_AUTOTUNE="1")
-    assert any("HOROVOD_AUTOTUNE" in r.getMessage() and "no effect" in r.getMessage() for r in caplog.records)
+        _config(HOROVOD_TORUS_ALLREDUCE="1")
+    assert any("HOROVOD_TORUS_ALLREDUCE" in r.getMessage() and "no effect" in r.getMessage() for r in caplog.records)
+
+
+def test_autotune_starts_the_engine_where_asked_and_keeps_what_the_user_set() -> None:
+    c = _config(HOROVOD_AUTOTUNE="1", HOROVOD_AUTOTUNE_START="fusion_threshold_mb=0,cycle_time_ms=50")
+    assert c.autotune and c.fusion_threshold == 0 and c.cycle_time_ms == 50.0
+    assert not _config().autotune
 
 
 def test_hierarchical_allreduce_groups_ranks_by_the_launchers_host(caplog) -> None:

@@ -21,6 +21,7 @@ PAGES = [
     "mpi.md",
     "gpu.md",
     "adasum.md",
+    "autotune.md",
     "benchmarks.md",
     "backend-plugin.md",
     "migrating.md",

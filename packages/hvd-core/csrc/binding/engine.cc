@@ -107,6 +107,38 @@ void BindEngine(nb::module_& m) {
       .def("process_set_rank", &Engine::ProcessSetRank, "id"_a)
       .def("start_timeline", &Engine::StartTimeline, "path"_a, "mark_cycles"_a = false)
       .def("stop_timeline", &Engine::StopTimeline)
+      // Autotuning: rank 0 proposes settings that every rank applies at the end of the same cycle.
+      .def(
+          "propose_settings",
+          [](Engine& e, int64_t fusion_threshold, uint32_t cycle_time_us, bool hierarchical_allreduce,
+             bool hierarchical_allgather) {
+            TunedSettings s;
+            s.fusion_threshold = fusion_threshold;
+            s.cycle_time_us = cycle_time_us;
+            s.hierarchical_allreduce = hierarchical_allreduce;
+            s.hierarchical_allgather = hierarchical_allgather;
+            return e.ProposeSettings(s);
+          },
+          "fusion_threshold"_a, "cycle_time_us"_a, "hierarchical_allreduce"_a, "hierarchical_allgather"_a)
+      .def("current_settings",
+           [](Engine& e) {
+             const AppliedSettings a = e.CurrentSettings();
+             nb::dict d;
+             d["epoch"] = a.settings.epoch;
+             d["cycle"] = a.cycle;
+             d["fusion_threshold"] = a.settings.fusion_threshold;
+             d["cycle_time_us"] = a.settings.cycle_time_us;
+             d["hierarchical_allreduce"] = a.settings.hierarchical_allreduce;
+             d["hierarchical_allgather"] = a.settings.hierarchical_allgather;
+             return d;
+           })
+      // (steps so far, bytes moved before the last one began, when it began in steady-clock us)
+      .def("last_step",
+           [](const Engine& e) {
+             const auto m = e.LastStep();
+             return nb::make_tuple(m.steps, m.bytes, m.time_us);
+           })
+      .def_prop_ro("moved_bytes", &Engine::MovedBytes)
       .def("stats", [](const Engine& e) {
         nb::dict d;
         const NegotiationStats& n = e.negotiation_stats();

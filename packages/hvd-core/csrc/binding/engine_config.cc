@@ -39,7 +39,8 @@ void BindEngineConfig(nb::module_& m) {
       .def_rw("device", &EngineConfig::device)
       .def_rw("device_ops", &EngineConfig::device_ops)
       .def_rw("device_timeout_ms", &EngineConfig::device_timeout_ms)
-      .def_rw("thread_affinity", &EngineConfig::thread_affinity);
+      .def_rw("thread_affinity", &EngineConfig::thread_affinity)
+      .def_rw("autotune", &EngineConfig::autotune);
 }
 
 }  // namespace hvdcore::binding

@@ -22,6 +22,7 @@ class CyclePacer {
  public:
   using Micros = std::chrono::microseconds;
   explicit CyclePacer(Micros cycle) : cycle_(cycle) {}
+  void SetCycle(Micros cycle) { cycle_ = cycle; }  // the autotuner's
 
   // The duration of one negotiation of the global process set.
   void Record(Micros negotiation) {

@@ -32,9 +32,14 @@ Engine::Engine(EngineConfig config, std::shared_ptr<Backend> backend, std::share
                 [this](ProcessSet& ps, std::unique_ptr<TensorEntry> e, Status s) {
                   Complete(ps, std::move(e), std::move(s));
                 }),
-      cycle_(std::max<int64_t>(1, (int64_t)(config_.cycle_time_ms * 1000))),
-      pacer_(cycle_),
-      idle_wait_(cycle_) {
+      cycle_(std::chrono::microseconds(std::max<int64_t>(1, (int64_t)(config_.cycle_time_ms * 1000)))),
+      pacer_(cycle_.load()),
+      idle_wait_(cycle_.load()) {
+  applied_.settings.cycle_time_us = (uint32_t)cycle_.load().count();
+  applied_.settings.fusion_threshold = config_.fusion_threshold;
+  applied_.settings.hierarchical_allreduce = config_.hierarchical_allreduce;
+  applied_.settings.hierarchical_allgather = config_.hierarchical_allgather;
+  if (config_.autotune && config_.rank == 0) executor_.meter().EnableSteps();
   bell_->Attach(
       [this] {
         std::lock_guard<std::mutex> lk(mu_);
@@ -138,8 +143,8 @@ Status Engine::WatchDeviceWork(const std::vector<ProcessSet*>& sets) {
 }
 
 Status Engine::ConnectHierarchy(ProcessSet& global) {
-  const bool wanted = config_.hierarchical_allreduce || config_.hierarchical_allgather;
-  if (!wanted || global.size() < 2) return Status::Ok();
+  const bool asked = config_.hierarchical_allreduce || config_.hierarchical_allgather;
+  if (!(asked || config_.autotune) || global.size() < 2) return Status::Ok();
   std::string why;
   Status st = HierarchicalComm::Connect(
       *global.comm, config_.host_key, config_.local_rank,
@@ -151,7 +156,7 @@ Status Engine::ConnectHierarchy(ProcessSet& global) {
     global.hierarchy->allreduce = config_.hierarchical_allreduce;
     global.hierarchy->allgather = config_.hierarchical_allgather;
   }
-  if (st.ok() && !global.hierarchy && config_.rank == 0) {
+  if (st.ok() && !global.hierarchy && asked && config_.rank == 0) {
     HVD_LOG(log_, kWarning) << (config_.hierarchical_allreduce ? "HOROVOD_HIERARCHICAL_ALLREDUCE"
                                                                : "HOROVOD_HIERARCHICAL_ALLGATHER")
                             << " has no effect in this job: " << why;
@@ -424,7 +429,7 @@ bool Engine::Push(std::unique_ptr<TensorEntry> e) {
   if (queue_.empty()) {
     first_enqueue_ = std::chrono::steady_clock::now();
     rings_at_first_enqueue_ = bell_->rings();
-    wake = loop_waiting_ && loop_wakes_at_ > first_enqueue_ + cycle_;
+    wake = loop_waiting_ && loop_wakes_at_ > first_enqueue_ + cycle_.load();
   }
   queue_.push_back(std::move(e));
   return wake;
@@ -534,7 +539,7 @@ void Engine::AwaitWork(std::unique_lock<std::mutex>& lk, std::chrono::microsecon
     }
     // Submitted work waits for a caller to block, or for one cycle time at most: also when quick
     // cycles were due (a caller blocked on earlier work), which would take the burst in parts.
-    const auto work_deadline = first_enqueue_ + cycle_;
+    const auto work_deadline = first_enqueue_ + cycle_.load();
     if (bell_->rings() != rings_at_first_enqueue_ || now >= work_deadline) break;
     if (!watched) {
       // A caller that submits one operation and waits for it blocks microseconds later: watching
@@ -597,6 +602,7 @@ bool Engine::RunIteration() {
   cycle_owner_ = std::this_thread::get_id();  // its completion callbacks must not help (HelpWithCycle)
   std::vector<ProcessSet*> active;
   StopWish wish;
+  TunedSettings outgoing;  // rank 0's proposal, for its record of the global set
   {
     std::unique_lock<std::mutex> lk(mu_);
     while (!queue_.empty()) {
@@ -623,18 +629,22 @@ bool Engine::RunIteration() {
     wish = !shutdown_requested_ ? StopWish::kNone : deferred_failure_.ok() ? StopWish::kStop : StopWish::kStopFailed;
     for (auto& kv : sets_)
       if (kv.second->member()) active.push_back(kv.second.get());
+    outgoing = proposed_;
+    proposed_.epoch = 0;
   }
   timeline_.MarkCycle();
   bool anyone_busy = false;
   bool stop = false;
   Status failure;
+  arrived_ = TunedSettings();
   for (ProcessSet* ps : active) {
-    failure = RunSet(*ps, wish, &stop, &anyone_busy, &cause_);
+    failure = RunSet(*ps, wish, &stop, &anyone_busy, &cause_, ps->id == 0 ? outgoing : TunedSettings());
     if (stop || !failure.ok()) {
       stop = true;
       break;
     }
   }
+  if (!stop && arrived_.epoch) ApplySettings(arrived_);
   if (!stop && device_backend_) {  // work queued on the device backend that failed since
     failure = WatchDeviceWork(active);
     if (!failure.ok()) {
@@ -643,9 +653,10 @@ bool Engine::RunIteration() {
     }
   }
   if (!anyone_busy) {
-    idle_wait_ = std::min(std::max(idle_wait_, cycle_) * 2, cycle_ * kMaxIdleCycleMultiple);
+    const auto cycle = cycle_.load();
+    idle_wait_ = std::min(std::max(idle_wait_, cycle) * 2, cycle * kMaxIdleCycleMultiple);
   } else {  // quicker cycles only while a caller waits: otherwise they would take its core
-    idle_wait_ = bell_->blocked() > 0 ? pacer_.BusyWait() : cycle_;
+    idle_wait_ = bell_->blocked() > 0 ? pacer_.BusyWait() : cycle_.load();
   }
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -696,7 +707,8 @@ bool Engine::HelpWithCycle() {
   return true;
 }
 
-Status Engine::RunSet(ProcessSet& ps, StopWish wish, bool* stop, bool* anyone_busy, StopCause* cause) {
+Status Engine::RunSet(ProcessSet& ps, StopWish wish, bool* stop, bool* anyone_busy, StopCause* cause,
+                      const TunedSettings& outgoing) {
   CycleResult result;
   // Only the global set carries the shutdown flag: every rank sees it in the same cycle. It also
   // carries whether this rank has work anywhere, so that peers in other sets keep cycling.
@@ -707,9 +719,11 @@ Status Engine::RunSet(ProcessSet& ps, StopWish wish, bool* stop, bool* anyone_bu
     for (auto& kv : sets_) work_elsewhere = work_elsewhere || (kv.second.get() != &ps && !kv.second->pending.empty());
   }
   auto negotiation_start = std::chrono::steady_clock::now();
-  Status st =
-      controller_.RunCycle(ps, ps.id == 0 ? wish : StopWish::kNone, work_elsewhere, &result, &negotiation_stats_);
+  Status st = controller_.RunCycle(ps, ps.id == 0 ? wish : StopWish::kNone, work_elsewhere, &result,
+                                   &negotiation_stats_, outgoing);
   if (ps.id == 0) {
+    ++global_cycles_;
+    if (st.ok() && result.settings.epoch) arrived_ = result.settings;
     pacer_.Record(
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - negotiation_start));
   }
@@ -747,6 +761,38 @@ Status Engine::RunSet(ProcessSet& ps, StopWish wish, bool* stop, bool* anyone_bu
   ps.ForgetCompleted();  // once per cycle, after everything this cycle completed
   if (!st.ok()) *cause = StopCause::kTransport;
   return st;
+}
+
+void Engine::ApplySettings(const TunedSettings& settings) {
+  executor_.SetFusionThreshold(std::max<int64_t>(0, settings.fusion_threshold));
+  const std::chrono::microseconds cycle(std::max<uint32_t>(1, settings.cycle_time_us));
+  cycle_ = cycle;
+  pacer_.SetCycle(cycle);
+  ProcessSet& global = *sets_.at(0);
+  if (global.hierarchy) {  // made where the job spans hosts (ConnectHierarchy): else nothing to switch
+    global.hierarchy->allreduce = settings.hierarchical_allreduce;
+    global.hierarchy->allgather = settings.hierarchical_allgather;
+  }
+  std::lock_guard<std::mutex> lk(settings_mu_);
+  applied_ = {settings, global_cycles_};
+}
+
+uint32_t Engine::ProposeSettings(TunedSettings settings) {
+  if (config_.rank != 0) {
+    throw StatusError{
+        Status::InvalidArgument("tuned settings are proposed on rank 0, which sends them to every rank; this is rank " +
+                                std::to_string(config_.rank))};
+  }
+  if (settings.fusion_threshold < 0) throw StatusError{Status::InvalidArgument("a negative fusion threshold")};
+  std::lock_guard<std::mutex> lk(mu_);
+  settings.epoch = ++last_epoch_;
+  proposed_ = settings;
+  return settings.epoch;
+}
+
+AppliedSettings Engine::CurrentSettings() {
+  std::lock_guard<std::mutex> lk(settings_mu_);
+  return applied_;
 }
 
 Status Engine::ExecuteCycle(ProcessSet& ps, CycleResult& result) {

@@ -76,6 +76,17 @@ struct EngineConfig {
   // HOROVOD_THREAD_AFFINITY: the core the engine's thread is pinned to (this rank's entry of the
   // list); -1 leaves it to the scheduler.
   int32_t thread_affinity = -1;
+  // HOROVOD_AUTOTUNE: settings change while the job runs (ProposeSettings); the host-by-host
+  // communicators are made wherever the job spans hosts, so that hierarchical collectives can be
+  // switched on, and rank 0 counts training steps (execution/throughput_meter.h).
+  bool autotune = false;
+};
+
+// The tuned settings in force, and the global set's cycle (counted from the start, equal on every
+// rank) at the end of which they took effect: 0 for the settings the engine started with.
+struct AppliedSettings {
+  TunedSettings settings;
+  uint64_t cycle = 0;
 };
 
 struct ProcessSetInfo {
@@ -118,6 +129,15 @@ class Engine {
   void StartTimeline(const std::string& path, bool mark_cycles);
   void StopTimeline();
 
+  // Autotuning (negotiation/tuned_settings.h). On rank 0: `settings` for every rank, sent in its
+  // next record of the global set and applied everywhere at the end of that cycle; returns the
+  // epoch it is numbered with. Elsewhere throws StatusError (kInvalidArgument).
+  uint32_t ProposeSettings(TunedSettings settings);
+  AppliedSettings CurrentSettings();
+  // The bytes this rank's collectives moved, and (rank 0, autotuning) where the last training step began.
+  uint64_t MovedBytes() const { return executor_.meter().bytes(); }
+  ThroughputMeter::StepMark LastStep() const { return executor_.meter().LastStep(); }
+
   const EngineConfig& config() const { return config_; }
   const Backend& backend() const { return *backend_; }
   const Backend* device_backend() const { return device_backend_.get(); }
@@ -145,7 +165,10 @@ class Engine {
   static constexpr std::chrono::microseconds kWatchForCaller{50};
   // Why the loop stopped: it decides what the error says and whether the launcher is asked.
   enum class StopCause { kThisRank, kStall, kPeerShutdown, kTransport };
-  Status RunSet(ProcessSet& ps, StopWish wish, bool* stop, bool* anyone_busy, StopCause* cause);
+  Status RunSet(ProcessSet& ps, StopWish wish, bool* stop, bool* anyone_busy, StopCause* cause,
+                const TunedSettings& outgoing);
+  // Tuned settings that arrived in this iteration's global cycle, at its end (requires cycle_mu_).
+  void ApplySettings(const TunedSettings& settings);
   // One iteration of the loop, with cycle_mu_ held: takes what was submitted, runs a cycle of every
   // process set this rank is in, and sets the wait before the next. Returns whether anyone still
   // has work.
@@ -200,7 +223,7 @@ class Engine {
   DeviceStagings stagings_;  // before executor_, which stages through it
   Controller controller_;
   Executor executor_;
-  const std::chrono::microseconds cycle_;  // HOROVOD_CYCLE_TIME
+  std::atomic<std::chrono::microseconds> cycle_;  // HOROVOD_CYCLE_TIME, or the autotuner's
   std::shared_ptr<CallerBell> bell_ = std::make_shared<CallerBell>();
 
   // Held by the thread running an iteration (the loop's or a helping caller's); guards what only
@@ -212,11 +235,18 @@ class Engine {
   Status failure_;  // of the iteration that stopped the loop
   StopCause cause_ = StopCause::kThisRank;
   std::atomic<uint64_t> iterations_{0};
+  uint64_t global_cycles_ = 0;  // negotiations of the global set, counted alike on every rank
+  TunedSettings arrived_;  // in this iteration's global cycle (epoch 0: none)
   std::atomic<bool> stopped_{false};  // an iteration stopped the loop: it ends and fails what is left
   std::atomic<bool> helping_{false};  // a caller is running an iteration (the loop stops watching)
   std::atomic<std::thread::id> cycle_owner_{};  // who holds cycle_mu_: its callbacks must not help
 
+  std::mutex settings_mu_;  // guards applied_ (read by any thread, written by iterations)
+  AppliedSettings applied_;
+
   std::mutex mu_;  // guards everything below
+  TunedSettings proposed_;  // rank 0: not yet sent (epoch 0: none)
+  uint32_t last_epoch_ = 0;
   const hvd_device_v1* device_ = nullptr;
   std::shared_ptr<EventPool> events_;  // the device's, for ready and completion events
   bool device_loaded_ = false;

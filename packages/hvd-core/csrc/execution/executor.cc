@@ -75,6 +75,8 @@ Status Executor::Execute(ProcessSet& ps, std::vector<Response> responses) {
                                 "' that this rank never submitted");
     }
     Status st = failure.ok() ? RunPlaced(ps, r, entries) : failure;
+    for (size_t i = 0; i < r.names.size() && st.ok(); ++i)
+      meter_.Record(r.names[i], (uint64_t)Elements(r.shapes[i]) * hvd::dtype_size(r.dtype));
     // Last first: a caller synchronizes in submission order, so it wakes once, when the whole
     // batch is complete, instead of at its first tensor, to compete for its core with the
     // completion of the rest.
@@ -204,6 +206,7 @@ void Executor::ExecuteInline(ProcessSet& ps, const std::vector<InlineCompletion>
       ReduceInline(r, done.parts, out, count, bytes, ps.size());
     }
     ++stats_.tensors;
+    meter_.Record(r.names[0], bytes);
     if (timeline_.active()) timeline_.End(e->name);
     complete_(ps, std::move(e), Status::Ok());
   }

@@ -11,6 +11,7 @@
 #include "diagnostics/logging.h"
 #include "diagnostics/timeline.h"
 #include "execution/device_staging.h"
+#include "execution/throughput_meter.h"
 #include "negotiation/controller.h"
 #include "negotiation/process_set.h"
 
@@ -64,6 +65,11 @@ class Executor {
   Status Execute(ProcessSet& ps, std::vector<Response> responses);
   // Completes the ops whose data arrived inline with negotiation (no backend call).
   void ExecuteInline(ProcessSet& ps, const std::vector<InlineCompletion>& completions);
+
+  // The fusion threshold, which the autotuner changes between cycles on every rank alike.
+  void SetFusionThreshold(int64_t bytes) { fusion_threshold_ = bytes; }
+  ThroughputMeter& meter() { return meter_; }
+  const ThroughputMeter& meter() const { return meter_; }
 
  private:
   // Consecutive allreduces that may share one fusion buffer become one response.
@@ -121,6 +127,7 @@ class Executor {
   std::shared_ptr<OutputPool> output_pool_;
   CompleteFn complete_;
   std::vector<uint8_t> adasum_scratch_;  // what the peers' pieces arrive in (execution/adasum.h)
+  ThroughputMeter meter_;
 };
 
 }  // namespace hvdcore

@@ -164,7 +164,7 @@ Request Controller::MakeRequest(const ProcessSet& ps, const TensorEntry& e, bool
 // read every member's flags and eager messages, decide the cache slots that are ready, ask the
 // coordinator where someone needs it, and settle eager messages whose slot changed.
 Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool work_elsewhere, CycleResult* out,
-                            NegotiationStats* stats) {
+                            NegotiationStats* stats, const TunedSettings& settings) {
   const int64_t now = NowMicros();
   ++stats->cycles;
   // This cycle's inline space, and the most it may grow to.
@@ -184,9 +184,11 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool work_elsewhere, 
   Status st =
       WriteRecord(ps, stop, work_elsewhere, work, !stall_error.empty(), layout, inline_space, record.data(), stats);
   if (!st.ok()) return st;
+  if (settings.epoch) WriteSettings(record.data(), settings);
   out->records.resize(layout.size * (size_t)ps.size());
   st = GatherRecords(ps, record, &out->records);
   if (!st.ok()) return st;
+  out->settings = ReadSettings(out->records.data());  // member 0's
   if (ps.records.capacity() >= layout.size) {
     ++stats->eager_record_cycles;
     stats->record_bytes_sent +=

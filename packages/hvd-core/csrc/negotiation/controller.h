@@ -21,6 +21,7 @@
 #include "diagnostics/stall_inspector.h"
 #include "negotiation/process_set.h"
 #include "negotiation/record_layout.h"
+#include "negotiation/tuned_settings.h"
 
 namespace hvdcore {
 
@@ -49,6 +50,8 @@ struct CycleResult {
   // Some member still has work once this cycle's ready ops have run (no member may slow its cycling
   // down): work that was not ready, waits for the coordinator, or is outside the cycle's records.
   bool anyone_busy = false;
+  // Settings rank 0's record carried (epoch 0: none), which every rank applies after this cycle.
+  TunedSettings settings;
 };
 
 struct NegotiationStats {
@@ -75,8 +78,10 @@ class Controller {
   Controller(const Logger& log, int64_t inline_bytes, int64_t inline_max_bytes)
       : log_(log), inline_bytes_(inline_bytes), inline_max_bytes_(inline_max_bytes) {}
   // `work_elsewhere`: this rank has work outside `ps`'s pending entries (queued, or pending in other
-  // sets), reported with its own so that idle peers keep cycling.
-  Status RunCycle(ProcessSet& ps, StopWish stop, bool work_elsewhere, CycleResult* out, NegotiationStats* stats);
+  // sets), reported with its own so that idle peers keep cycling. `settings` (epoch > 0): tuned
+  // settings this member's record carries to the others (rank 0, global set).
+  Status RunCycle(ProcessSet& ps, StopWish stop, bool work_elsewhere, CycleResult* out, NegotiationStats* stats,
+                  const TunedSettings& settings = {});
   // The largest record a member of `ps` may send: the records channel's space (eager.h).
   size_t MostRecordBytes(const ProcessSet& ps) const;
 

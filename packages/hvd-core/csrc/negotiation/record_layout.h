@@ -25,11 +25,13 @@ constexpr uint8_t kShutdown = 1, kNeedCoordinator = 2, kJoined = 4, kBusy = 8, k
 enum class SlotBits : uint8_t { kHave = 0, kInline = 1, kGathered = 2 };
 
 struct RecordLayout {
-  static constexpr size_t kFlagsAt = 0;       // uint8 flags
-  static constexpr size_t kRequestLenAt = 4;  // uint32: bytes of new requests for the coordinator
-  static constexpr size_t kEagerSlotAt = 8;   // int32: cache slot of its eager messages (eager.h), or -1
-  static constexpr size_t kUsedAt = 12;       // uint32: bytes in use from the start; zeros after them
-  static constexpr size_t kBitmapsAt = 16;    // the three bitmaps, in SlotBits order
+  static constexpr size_t kFlagsAt = 0;          // uint8 flags
+  static constexpr size_t kSettingsFlagsAt = 1;  // uint8: the switches of tuned settings (tuned_settings.h)
+  static constexpr size_t kRequestLenAt = 4;     // uint32: bytes of new requests for the coordinator
+  static constexpr size_t kEagerSlotAt = 8;      // int32: cache slot of its eager messages (eager.h), or -1
+  static constexpr size_t kUsedAt = 12;          // uint32: bytes in use from the start; zeros after them
+  static constexpr size_t kSettingsAt = 16;      // 16 bytes: tuned settings, on rank 0 of the global set
+  static constexpr size_t kBitmapsAt = 32;       // the three bitmaps, in SlotBits order
 
   // Where the inline area starts: after the header and the bitmaps for `slots` cache slots.
   static size_t InlineAt(int32_t slots) { return AlignUp(kBitmapsAt + 3 * BitmapBytes(slots)); }

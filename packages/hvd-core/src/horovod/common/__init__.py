@@ -15,6 +15,7 @@ from horovod.common.version import __version__
 # For type checkers: the names _EXPORTS loads lazily, with their types (keep the two lists alike; ops's
 # constants and tensor-free functions are imported from collectives, which ops re-exports them from).
 if TYPE_CHECKING:
+    from horovod.common.basics import autotune_state as autotune_state
     from horovod.common.basics import ccl_built as ccl_built
     from horovod.common.basics import cross_rank as cross_rank
     from horovod.common.basics import cross_size as cross_size
@@ -90,7 +91,8 @@ def get_cmake_dir() -> str:
 _EXPORTS = {
     "basics": (
         "init shutdown is_initialized size rank local_size local_rank cross_size cross_rank is_homogeneous "
-        "start_timeline stop_timeline mpi_built gloo_built nccl_built cuda_built ddl_built ccl_built rocm_built "
+        "start_timeline stop_timeline autotune_state mpi_built gloo_built nccl_built cuda_built ddl_built ccl_built "
+        "rocm_built "
         "mpi_enabled gloo_enabled mpi_threads_supported"
     ),
     "exceptions": "HorovodInternalError HostsUpdatedInterrupt CollectiveMismatchError UnsupportedOperationError",

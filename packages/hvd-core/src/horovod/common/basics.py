@@ -15,6 +15,7 @@ from horovod.common.state import is_initialized
 
 __all__ = [
     "HorovodBasics",
+    "autotune_state",
     "ccl_built",
     "cross_rank",
     "cross_size",
@@ -81,6 +82,21 @@ def start_timeline(file_path: str, mark_cycles: bool = False) -> None:
 
 def stop_timeline() -> None:
     state.context().engine.stop_timeline()
+
+
+def autotune_state() -> dict[str, Any]:
+    """The engine's tunable settings in force on this rank, and the cycle they took effect in
+    (``settings``: fusion_threshold in bytes, cycle_time_us, the hierarchical switches, the
+    tuner's ``epoch`` numbering them, 0 for those the job started with); on rank 0 of a job run
+    with ``HOROVOD_AUTOTUNE=1``, also the search (``search``: its phase, the settings tried with
+    their scores in bytes per microsecond, the best so far). See docs/guides/autotune.md.
+    """
+    ctx = state.context()
+    tuner = getattr(ctx, "tuner", None)
+    return {
+        "settings": dict(ctx.engine.current_settings()),
+        "search": tuner.search.state() if tuner is not None else None,
+    }
 
 
 # What is built: answered from the registered plugins (horovod.common.util says why, with verbose=True).

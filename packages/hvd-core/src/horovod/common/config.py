@@ -42,7 +42,6 @@ class Inactive(NamedTuple):
     switch: bool = False
 
 
-_NO_AUTOTUNE = "hvd has no autotuning yet (the tunables keep the values given, or Horovod's defaults)"
 _ONE_STREAM = "hvd queues a device's NCCL work on one stream of the engine's"
 
 #: Horovod's knobs that hvd accepts but does not act on, with why: the one list of them. Each one
@@ -51,12 +50,6 @@ _ONE_STREAM = "hvd queues a device's NCCL work on one stream of the engine's"
 #: HOROVOD_HIERARCHICAL_ALLREDUCE did; a request hvd already satisfies (HOROVOD_DISABLE_NVTX_RANGES:
 #: hvd marks no NVTX ranges) is not listed.
 INACTIVE_KNOBS: dict[str, Inactive] = {
-    "HOROVOD_AUTOTUNE": Inactive(_NO_AUTOTUNE, switch=True),
-    "HOROVOD_AUTOTUNE_LOG": Inactive(_NO_AUTOTUNE),
-    "HOROVOD_AUTOTUNE_WARMUP_SAMPLES": Inactive(_NO_AUTOTUNE),
-    "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE": Inactive(_NO_AUTOTUNE),
-    "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": Inactive(_NO_AUTOTUNE),
-    "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE": Inactive(_NO_AUTOTUNE),
     "HOROVOD_TORUS_ALLREDUCE": Inactive(
         "hvd has no torus allreduce (HOROVOD_HIERARCHICAL_ALLREDUCE is implemented)",
         switch=True,
@@ -230,6 +223,7 @@ def engine_config(
     job_key = env.get("HOROVOD_JOB_KEY", "").strip()
     config.failure_report_key = failure_report_key(job_key) if job_key else ""
     config.failure_report_wait_ms = int(_float(env, "HOROVOD_FAILURE_REPORT_WAIT_SECONDS", 3.0) * 1000)
+    _autotune(config, env, local_rank)
     for knob in ("HOROVOD_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLGATHER"):
         if not _bool(env, knob):
             continue
@@ -241,6 +235,23 @@ def engine_config(
         config.local_rank = local_rank
     warn_inactive_knobs(env, rank=rank)
     return config
+
+
+def _autotune(config: Any, env: Mapping[str, str], local_rank: int | None) -> None:
+    """HOROVOD_AUTOTUNE: the engine takes tuned settings while it runs, knows the hosts (the
+    hierarchical switches are tuned where the job spans them), and starts from
+    HOROVOD_AUTOTUNE_START's settings where given (horovod.common.autotune)."""
+    from horovod.common.autotune import AutotuneOptions, started_settings
+
+    options = AutotuneOptions.from_env(env)
+    if not options.enabled:
+        return
+    config.autotune = True
+    start = started_settings(env, options, config)
+    config.fusion_threshold, config.cycle_time_ms = start.fusion_threshold, start.cycle_time_ms
+    if local_rank is not None:
+        config.host_key = host_key(env)
+        config.local_rank = local_rank
 
 
 def thread_affinity(env: Mapping[str, str], local_rank: int) -> int:

@@ -72,6 +72,8 @@ class Context:
         # the GIL (no Python code runs inside them), so the table stays consistent and no handle
         # number is given twice. (A free-threaded build would need a lock here again.)
         self._handles: dict[int, Pending] = {}
+        #: Rank 0's autotuner (horovod.common.autotune), when HOROVOD_AUTOTUNE is on.
+        self.tuner: Any = None
         self._next_handle = itertools.count(1)
         self._name_counters: dict[str, itertools.count[int]] = {}
 
@@ -115,4 +117,7 @@ class Context:
         return pending
 
     def shutdown(self) -> None:
+        if self.tuner is not None:  # first: a search cut short writes its best row
+            self.tuner.stop()
+            self.tuner = None
         self.engine.shutdown()

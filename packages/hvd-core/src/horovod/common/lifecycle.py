@@ -114,6 +114,8 @@ def init(comm: Sequence[int] | Any | None = None, process_sets: Sequence[Any] | 
         for ps_id, ps in enumerate(static_sets, start=1):
             ps.process_set_id = ps_id
         slot.context = Context(engine, topology, spec.name, job)
+        if settings.autotune and topology.rank == 0:
+            slot.context.tuner = _start_tuner(engine, env, settings, topology)
         if comm is not None and world_backend is None:  # a sub-world's hosts are known by asking its members
             slot.context.topology = _gathered_topology(env, topology)
         if slot is state.process_slot:
@@ -122,6 +124,21 @@ def init(comm: Sequence[int] | Any | None = None, process_sets: Sequence[Any] | 
         if from_comms:  # every rank has them (its own communicators), as Horovod requires
             _register_comm_sets(slot, plugins, engine, from_comms, comm, spec.name, static_sets)
     plugins.after_init(topology.rank, topology.size, spec.name)
+
+
+def _start_tuner(engine: Any, env: Any, settings: Any, topology: Any) -> Any:
+    """Rank 0's autotuner (horovod.common.autotune), which every rank follows through negotiation."""
+    from horovod.common.autotune import AutotuneOptions, Autotuner, Settings
+
+    start = Settings(
+        settings.fusion_threshold,
+        settings.cycle_time_ms,
+        settings.hierarchical_allreduce,
+        settings.hierarchical_allgather,
+    )
+    tuner = Autotuner.create(engine, env, AutotuneOptions.from_env(env), start, topology.local_size < topology.size)
+    tuner.start()
+    return tuner
 
 
 def _register_comm_sets(

@@ -237,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="HOROVOD_TORUS_ALLREDUCE=0.",
     )
 
-    autotune = parser.add_argument_group("autotune arguments (no effect yet: hvd has no autotuning)")
+    autotune = parser.add_argument_group("autotune arguments (rank 0 tunes the engine while training runs)")
     auto_on = autotune.add_mutually_exclusive_group()
     _switch(auto_on, "--autotune", dest="autotune", help="HOROVOD_AUTOTUNE=1.")
     _switch(auto_on, "--no-autotune", dest="autotune", value=False, help=argparse.SUPPRESS)
