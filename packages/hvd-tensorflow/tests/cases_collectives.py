@@ -277,15 +277,20 @@ def case_mismatches(mode: str) -> None:
     n, rank = hvd.size(), hvd.rank()
     odd = rank == n - 1
     cases = {
-        "mm.shape": (lambda: np.ones(3 if odd else 2, np.float32), "shapes"),
-        "mm.dtype": (lambda: np.ones(2, np.float64 if odd else np.float32), "data types"),
+        "mm.shape": (lambda: np.ones(3 if odd else 2, np.float32), "shapes", hvd.allreduce),
+        "mm.dtype": (lambda: np.ones(2, np.float64 if odd else np.float32), "data types", hvd.allreduce),
+        "mm.rs": (lambda: np.ones((n, 3 if odd else 2), np.float32), "shapes", hvd.reducescatter),
+        "mm.ag": (lambda: np.ones((1, 3 if odd else 2), np.float32), "shapes", hvd.allgather),
     }
-    for name, (make, fragment) in cases.items():
+    for name, (make, fragment, op) in cases.items():
         try:
-            run_in_mode(mode, lambda x, n_=name: hvd.allreduce(x, name=n_), make())
+            run_in_mode(mode, lambda x, n_=name, op_=op: op_(x, name=n_), make())
         except expected_error_types() as error:
             message = str(error)
             assert name in message and fragment in message, message
+            # What Horovod's ops raise, in every mode; eagerly also hvd's own error.
+            assert isinstance(error, tf.errors.FailedPreconditionError), (mode, name, type(error))
+            assert mode != "eager" or isinstance(error, hvd.CollectiveMismatchError), type(error)
         else:
             raise AssertionError(f"{mode}: {name} did not raise")
     # A member of a group refused on submission (a scalar cannot be scattered) raises, and its

@@ -28,7 +28,9 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from horovod.common import exceptions
 from horovod.common.framework_api import NumpyAdapter, synchronize
+from horovod.tensorflow import errors
 
 #: submit(arrays) -> engine handles, one or more per call; finish(results) -> the output arrays.
 Submit = Callable[[list[np.ndarray]], list[int]]
@@ -60,7 +62,10 @@ def run(
     static shapes known while building the graph; None: unknown)."""
     if not in_graph():
         arrays = [_array(t) for t in inputs]
-        results = finish([synchronize(h) for h in submit(arrays)])
+        try:
+            results = finish([synchronize(h) for h in submit(arrays)])
+        except exceptions.CollectiveMismatchError as error:  # as Horovod's ops: FailedPreconditionError too
+            raise errors.CollectiveMismatchError(str(error)) from error
         return [_tensor(r) for r in results]
     outputs = list(graph_op(list(inputs)))
     for output, shape in zip(outputs, out_shapes, strict=True):
