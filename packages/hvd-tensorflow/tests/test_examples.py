@@ -53,3 +53,38 @@ def test_synthetic_benchmark_small_model() -> None:
     per_cpu = re.search(r"Img/sec per CPU: ([0-9.]+) \+-[0-9.]+", done.stdout)
     assert per_cpu and float(per_cpu.group(1)) > 0, done.stdout
     assert re.search(r"Total img/sec on 2 CPU\(s\): [0-9.]+", done.stdout), done.stdout
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("side", ["compute", "training"])
+def test_data_service_example_trains_from_a_compute_job(tmp_path: pathlib.Path, side: str) -> None:
+    """tensorflow2_data_service.py reads its augmented batches from a compute job (2 ranks each),
+    reaches 90% with identical weights, and ends the compute job."""
+    import sys
+
+    config = tmp_path / "compute.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOROVOD_")}
+    env.update(OMP_NUM_THREADS="1", TF_CPP_MIN_LOG_LEVEL="2")
+    launcher = pathlib.Path(sys.executable).parent / "horovodrun"
+    worker = ["-m", "horovod.tensorflow.data.compute_worker", str(config), "--dispatcher-side", side]
+    log = (tmp_path / "compute.log").open("w")  # a file, not a pipe nobody reads until the end
+    compute = subprocess.Popen(
+        [str(launcher), "-np", "2", "-H", "localhost:2", sys.executable, *worker],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        done = horovodrun("tensorflow2_data_service.py", str(config), "--epochs", "8")
+        output = done.stdout + done.stderr
+        assert done.returncode == 0, output
+        found = re.search(
+            r"test accuracy ([0-9.]+) \(2 ranks, input pipeline on the compute job.*identical: True", output
+        )
+        assert found and float(found.group(1)) >= 0.9, output
+        assert compute.wait(timeout=60) == 0, (tmp_path / "compute.log").read_text()[-3000:]
+    finally:
+        if compute.poll() is None:
+            compute.kill()
+        compute.wait()
+        log.close()
