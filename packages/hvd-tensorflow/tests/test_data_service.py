@@ -158,7 +158,8 @@ def test_a_client_without_the_key_is_refused() -> None:
 
 
 def test_the_config_file_is_written_whole_and_read_with_a_bounded_wait(tmp_path: pathlib.Path) -> None:
-    config = TfDataServiceConfig(2, 3, "training", {"eth0": [("198.18.0.1", 1234)]}, b"k" * 32, timeout=9)
+    addresses = {"eth0": [("198.18.0.1", 1234)]}
+    config = TfDataServiceConfig(2, "/tmp/journals", "eth0", 3, "training", addresses, b"k" * 32, timeout=9)
     path = tmp_path / "c.json"
     config.write(str(path))
     assert TfDataServiceConfig.read(str(path)) == config
@@ -166,7 +167,7 @@ def test_the_config_file_is_written_whole_and_read_with_a_bounded_wait(tmp_path:
     with pytest.raises(TimeoutError, match=r"missing\.json did not appear within 0\.3 s"):
         TfDataServiceConfig.read(str(tmp_path / "missing.json"), wait_for_file_creation=True, timeout=0.3)
     with pytest.raises(ValueError, match="dispatcher_side must be 'compute' or 'training'"):
-        TfDataServiceConfig(1, 1, "elsewhere", {}, b"")
+        TfDataServiceConfig(1, None, None, 1, "elsewhere", {}, b"")
     (tmp_path / "bad.json").write_text('{"dispatchers": 1}')
     with pytest.raises(ValueError, match="not a compute service config"):
         TfDataServiceConfig.read(str(tmp_path / "bad.json"))

@@ -43,6 +43,10 @@ class TfDataServiceConfig:
     """What a compute job tells the training jobs (Horovod's fields and JSON form).
 
     :param dispatchers: how many dispatchers serve the training ranks (1: all of them; else one each).
+    :param dispatchers_work_dir: where the dispatchers keep their journals (``<dir>/dispatcher-<i>``):
+        fault-tolerant dispatchers that recover their state on restart; None for none.
+    :param dispatchers_nic: the network interface whose address the dispatchers and workers advertise
+        (None or empty: the job's interface, ``HOROVOD_GLOO_IFACE``, else loopback on one machine).
     :param workers_per_dispatcher: how many compute ranks run tf.data workers for each dispatcher.
     :param dispatcher_side: where the dispatchers run: ``"compute"`` or ``"training"``.
     :param addresses: the registration service's addresses, by network interface.
@@ -51,6 +55,8 @@ class TfDataServiceConfig:
     """
 
     dispatchers: int
+    dispatchers_work_dir: str | None
+    dispatchers_nic: str | None
     workers_per_dispatcher: int
     dispatcher_side: str
     addresses: Mapping[str, Sequence[tuple[str, int]]]
@@ -88,6 +94,8 @@ class TfDataServiceConfig:
         try:
             return TfDataServiceConfig(
                 dispatchers=int(config["dispatchers"]),
+                dispatchers_work_dir=config.get("dispatchers_work_dir") or None,
+                dispatchers_nic=config.get("dispatchers_nic") or None,
                 workers_per_dispatcher=int(config["workers_per_dispatcher"]),
                 dispatcher_side=str(config["dispatcher_side"]),
                 addresses={
@@ -174,11 +182,16 @@ def watch_compute_job(compute_config: TfDataServiceConfig) -> None:
     threading.Thread(target=watch, name="hvd-compute-watch", daemon=True).start()
 
 
-def _dispatch_server(host: str) -> tuple[Any, str]:
-    """A tf.data dispatcher on this host, and the address it serves at (the job's, not localhost)."""
-    server = tf.data.experimental.service.DispatchServer(tf.data.experimental.service.DispatcherConfig(port=0))
+def _dispatch_server(compute_config: TfDataServiceConfig, index: int) -> tuple[Any, str]:
+    """Dispatcher ``index`` on this host, and the address it serves at (the interface's, not localhost)."""
+    work_dir = None
+    if compute_config.dispatchers_work_dir:
+        work_dir = os.path.join(os.path.abspath(compute_config.dispatchers_work_dir), f"dispatcher-{index}")
+    server = tf.data.experimental.service.DispatchServer(
+        tf.data.experimental.service.DispatcherConfig(port=0, work_dir=work_dir, fault_tolerant_mode=bool(work_dir))
+    )
     port = server._address.rsplit(":", 1)[1]  # the port it bound (the public target names localhost)
-    return server, f"grpc://{host}:{port}"
+    return server, f"grpc://{job_address(compute_config.dispatchers_nic)[1]}:{port}"
 
 
 @contextlib.contextmanager
@@ -203,7 +216,7 @@ def tf_data_service(compute_config: TfDataServiceConfig, rank: int) -> Iterator[
     watch_compute_job(compute_config)
     server = None
     if compute_config.dispatcher_side == "training" and (several or rank == 0):
-        server, address = _dispatch_server(job_address()[1])
+        server, address = _dispatch_server(compute_config, dispatcher_id)
         compute.register_dispatcher(dispatcher_id, address)
     try:
         address = compute.wait_for_dispatcher_registration(dispatcher_id, compute_config.timeout)
@@ -219,9 +232,9 @@ def send_to_data_service(
     compute_config: TfDataServiceConfig,
     rank: int,
     size: int | None = None,
+    processing_mode: str = "distributed_epoch",
     reuse_dataset: bool = False,
     round_robin: bool = False,
-    processing_mode: str = "distributed_epoch",
 ) -> tf.data.Dataset:
     """``dataset``, produced by the compute job's workers (its dispatchers must run there).
 
@@ -229,12 +242,12 @@ def send_to_data_service(
     :param compute_config: the compute job's config (``TfDataServiceConfig.read``).
     :param rank: this training rank.
     :param size: the training ranks (for ``round_robin``).
+    :param processing_mode: ``"distributed_epoch"`` (each element once per epoch, split among the
+        workers) or ``"parallel_epochs"`` (every worker runs the whole dataset).
     :param reuse_dataset: the training ranks share one job of the dataset (its elements split among
         them) instead of each reading it whole.
     :param round_robin: with ``reuse_dataset``, the ranks take the job's batches in turn, in lockstep
         (the dataset must repeat forever).
-    :param processing_mode: ``"distributed_epoch"`` (each element once per epoch, split among the
-        workers) or ``"parallel_epochs"`` (every worker runs the whole dataset).
     """
     if compute_config.dispatcher_side == "training":
         raise RuntimeError(
@@ -265,8 +278,8 @@ def compute_worker_fn(compute_config: TfDataServiceConfig, timeout: int | None =
     asks for the shutdown.
 
     :param compute_config: the compute job's config.
-    :param timeout: how long, in seconds, the worker waits for its dispatcher once running (None:
-        tf.data's default).
+    :param timeout: how long, in seconds, the worker waits for its dispatcher once running (None: the
+        config's timeout).
     """
     import horovod.tensorflow as hvd
 
@@ -274,11 +287,11 @@ def compute_worker_fn(compute_config: TfDataServiceConfig, timeout: int | None =
     index = hvd.rank()
     dispatcher_index = index // compute_config.workers_per_dispatcher
     compute = compute_config.compute_client(verbose=0)
-    host = job_address()[1]
+    host = job_address(compute_config.dispatchers_nic)[1]
     dispatcher = worker = None
     try:
         if compute_config.dispatcher_side == "compute" and index % compute_config.workers_per_dispatcher == 0:
-            dispatcher, address = _dispatch_server(host)
+            dispatcher, address = _dispatch_server(compute_config, dispatcher_index)
             compute.register_dispatcher(dispatcher_index, address)
             _log.info("dispatcher %d serves at %s", dispatcher_index, address)
         address = compute.wait_for_dispatcher_registration(dispatcher_index, compute_config.timeout)
@@ -288,7 +301,7 @@ def compute_worker_fn(compute_config: TfDataServiceConfig, timeout: int | None =
                 worker_address=f"{host}:%port%",
                 data_transfer_address=f"{host}:%dts_port%",
                 heartbeat_interval_ms=1000,
-                dispatcher_timeout_ms=timeout * 1000 if timeout else None,
+                dispatcher_timeout_ms=(timeout or compute_config.timeout) * 1000,
             )
         )
         compute.register_worker_for_dispatcher(dispatcher_index, index)

@@ -17,11 +17,20 @@ from horovod.tensorflow.data.compute_service import DISPATCHER_SIDES, TfDataServ
 from horovod.tensorflow.data.registration import ComputeService
 
 
-def main(dispatchers: int, dispatcher_side: str, configfile: str, timeout: int = 60) -> None:
+def main(
+    dispatchers: int,
+    dispatchers_work_dir: str | None,
+    dispatchers_nic: str | None,
+    dispatcher_side: str,
+    configfile: str,
+    timeout: int = 60,
+) -> None:
     """Runs this rank of the compute job until the training job asks it to stop.
 
     :param dispatchers: how many dispatchers serve the training job.
-    :param dispatcher_side: where they run: ``"compute"`` or ``"training"``.
+    :param dispatchers_work_dir: where fault-tolerant dispatchers keep their journals (None: not fault tolerant).
+    :param dispatchers_nic: the interface whose address the servers advertise (None: the job's).
+    :param dispatcher_side: where the dispatchers run: ``"compute"`` or ``"training"``.
     :param configfile: where rank 0 writes the config the training job reads.
     :param timeout: how long, in seconds, each side waits for the other.
     """
@@ -32,9 +41,11 @@ def main(dispatchers: int, dispatcher_side: str, configfile: str, timeout: int =
     service = None
     try:
         if rank == 0:
-            service = ComputeService()
+            service = ComputeService(dispatchers_nic)
             config = TfDataServiceConfig(
                 dispatchers=dispatchers,
+                dispatchers_work_dir=dispatchers_work_dir,
+                dispatchers_nic=dispatchers_nic,
                 workers_per_dispatcher=size // dispatchers,
                 dispatcher_side=dispatcher_side,
                 addresses=service.addresses(),
@@ -55,6 +66,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("configfile", help="where rank 0 writes the config the training job reads")
     parser.add_argument("--dispatchers", type=int, default=1, help="the number of dispatchers (default 1)")
     parser.add_argument(
+        "--dispatchers-work-dir", default=None, help="where fault-tolerant dispatchers keep their journals"
+    )
+    parser.add_argument(
+        "--dispatchers-nic", default=None, help="the interface the servers advertise (default: the job's interface)"
+    )
+    parser.add_argument(
         "--dispatcher-side", choices=DISPATCHER_SIDES, default="compute", help="where the dispatchers run"
     )
     parser.add_argument("--timeout", type=int, default=60, help="seconds each job waits for the other (default 60)")
@@ -63,7 +80,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 if __name__ == "__main__":
     args = parse_args()
-    main(args.dispatchers, args.dispatcher_side, args.configfile, args.timeout)
+    main(
+        args.dispatchers,
+        args.dispatchers_work_dir,
+        args.dispatchers_nic,
+        args.dispatcher_side,
+        args.configfile,
+        args.timeout,
+    )
     # The tf.data servers left running end with the process, here, not in the interpreter's
     # teardown, which would stop them one by one (see compute_worker_fn).
     import horovod.tensorflow as hvd

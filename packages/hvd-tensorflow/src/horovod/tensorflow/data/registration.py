@@ -38,27 +38,32 @@ def _unreachable(error: BaseException) -> bool:
     return isinstance(error.__cause__, OSError)
 
 
-def job_address() -> tuple[str, str]:
-    """(interface, IPv4 address) where this host is reached by the job's peers: the interface the
-    launcher chose for the job (HOROVOD_GLOO_IFACE), else loopback (a job on one machine)."""
-    interface = os.environ.get("HOROVOD_GLOO_IFACE", "").strip()
+def job_address(interface: str | None = None) -> tuple[str, str]:
+    """(interface, IPv4 address) where this host is reached by the job's peers: ``interface``, else
+    the interface the launcher chose for the job (HOROVOD_GLOO_IFACE), else loopback (a job on one
+    machine)."""
+    interface = interface or os.environ.get("HOROVOD_GLOO_IFACE", "").strip()
     if not interface:
         return "lo", "127.0.0.1"
     from horovod.runner.interfaces import local_interfaces
 
     addresses = local_interfaces().get(interface)
     if not addresses:
-        raise RuntimeError(f"this host has no IPv4 address on the job's interface {interface!r} (HOROVOD_GLOO_IFACE)")
+        raise RuntimeError(
+            f"this host has no IPv4 address on interface {interface!r} "
+            "(--dispatchers-nic, or the job's: HOROVOD_GLOO_IFACE)"
+        )
     return interface, addresses[0].split("/", 1)[0]
 
 
 class ComputeService:
-    """Rank 0 of the compute job: the registration server, until ``shutdown()``."""
+    """Rank 0 of the compute job: the registration server, until ``shutdown()``, on ``interface``
+    (see job_address)."""
 
-    def __init__(self) -> None:
+    def __init__(self, interface: str | None = None) -> None:
         auth, _, _, server_class = _rendezvous()
         self.key = auth.new_secret()
-        self.interface, host = job_address()
+        self.interface, host = job_address(interface)
         self._server = server_class(self.key, host=host).start()
 
     def addresses(self) -> dict[str, list[tuple[str, int]]]:
