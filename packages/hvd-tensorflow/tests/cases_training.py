@@ -195,6 +195,13 @@ def case_partial_tape_and_options() -> None:
     mean = (n + 1) / 2
     assert np.allclose(shared_grad.numpy(), mean), shared_grad.numpy()
     assert np.allclose(local_grad.numpy(), (rank + 1) / n), local_grad.numpy()
+    # Horovod's positional order: ..., gradient_predivide_factor, num_groups, groups, process_set,
+    # local_layers, scale_local_gradients.
+    positional = hvd.PartialDistributedGradientTape(
+        plain, "", "", hvd.Compression.none, False, hvd.Average, 1.0, 1, None, hvd.global_process_set, local, False
+    )
+    shared_grad, local_grad = positional.gradient(loss, [shared.kernel, local.kernel])
+    assert np.allclose(shared_grad.numpy(), mean) and np.allclose(local_grad.numpy(), rank + 1), local_grad.numpy()
     for options in (
         {"compression": hvd.Compression.fp16},
         {"gradient_predivide_factor": 2.0},
@@ -313,3 +320,26 @@ def case_mismatched_gradients() -> None:
         assert "shape" in str(error), error
     else:
         raise AssertionError("mismatched gradient shapes did not raise")
+
+
+def case_v1_optimizer_local_variables() -> None:
+    """DistributedOptimizer.register_local_var: the variable's gradient stays this rank's, divided
+    by the ranks (scale_local_gradients=True, Horovod's default) or as it is (False)."""
+    hvd.init()
+    n, rank = hvd.size(), hvd.rank()
+    for scale in (True, False):
+        with tf.Graph().as_default():
+            shared = tf.compat.v1.get_variable("shared", initializer=np.ones(2, np.float32))
+            mine = tf.compat.v1.get_variable("mine", initializer=np.ones(2, np.float32))
+            weight = float(rank + 1)  # each rank's gradient of both variables is its weight
+            loss = weight * (tf.reduce_sum(shared) + tf.reduce_sum(mine))
+            optimizer = hvd.DistributedOptimizer(
+                tf.compat.v1.train.GradientDescentOptimizer(1.0), scale_local_gradients=scale
+            )
+            optimizer.register_local_var(mine)
+            grads = optimizer.compute_gradients(loss, [shared, mine])
+            with tf.compat.v1.Session() as session:
+                session.run(tf.compat.v1.global_variables_initializer())
+                shared_grad, mine_grad = session.run([g for g, _ in grads])
+        assert np.allclose(shared_grad, (n + 1) / 2), shared_grad  # averaged over the ranks
+        assert np.allclose(mine_grad, weight / n if scale else weight), (scale, mine_grad)

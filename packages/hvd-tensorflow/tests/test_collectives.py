@@ -48,6 +48,7 @@ CALLS: list[Call] = [
     ("partial_tape_and_options", training.case_partial_tape_and_options, ()),
     ("v1_optimizer", training.case_v1_optimizer, (1,)),
     ("v1_optimizer-backward_passes_2", training.case_v1_optimizer, (2,)),
+    ("v1_optimizer_local_variables", training.case_v1_optimizer_local_variables, ()),
     ("mismatched_gradients", training.case_mismatched_gradients, ()),
     ("kernels_follow_shutdown_and_init", collectives.case_kernels_follow_shutdown_and_init, ()),
 ]

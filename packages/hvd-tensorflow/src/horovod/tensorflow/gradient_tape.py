@@ -12,11 +12,10 @@ from typing import Any
 
 import tensorflow as tf
 
-from horovod.common import framework_api as api
 from horovod.common.framework_api import Average, ProcessSet, global_process_set, shared_parameters
 from horovod.tensorflow.compression import Compression
 from horovod.tensorflow.gradients import GradientReducer
-from horovod.tensorflow.variables import is_variable, variable_key
+from horovod.tensorflow.variables import variable_key
 
 
 class _DistributedGradientTape(tf.GradientTape):  # type: ignore[misc]  # (TensorFlow ships no type information)
@@ -71,29 +70,10 @@ class _DistributedGradientTape(tf.GradientTape):  # type: ignore[misc]  # (Tenso
         gradients = self._wrapped.gradient(target, sources, output_gradients, unconnected_gradients)
         flat_sources = tf.nest.flatten(sources)
         flat_gradients = tf.nest.flatten(gradients, expand_composites=False)
-        local = [self._is_local(s) for s in flat_sources]
-        shared = [i for i, is_local in enumerate(local) if not is_local]
-        reduced = self._reducer.reduce([flat_gradients[i] for i in shared], [flat_sources[i] for i in shared])
-        results = list(flat_gradients)
-        for i, r in zip(shared, reduced, strict=True):
-            results[i] = r
-        if self._scale_local_gradients and any(local):
-            # Local gradients are scaled as averaged ones are, so that a learning rate tuned for
-            # the shared weights suits the local ones too (Horovod's default).
-            size = api.set_size(self._reducer.process_set)
-            for i, is_local in enumerate(local):
-                if is_local and results[i] is not None:
-                    results[i] = _scaled(results[i], 1.0 / size)
+        results = self._reducer.reduce_keeping_local(
+            flat_gradients, flat_sources, self._local_sources, self._scale_local_gradients
+        )
         return tf.nest.pack_sequence_as(gradients, results)
-
-    def _is_local(self, source: Any) -> bool:
-        return bool(self._local_sources) and is_variable(source) and variable_key(source) in self._local_sources
-
-
-def _scaled(gradient: Any, factor: float) -> Any:
-    if isinstance(gradient, tf.IndexedSlices):
-        return tf.IndexedSlices(gradient.values * factor, gradient.indices, gradient.dense_shape)
-    return gradient * tf.cast(factor, gradient.dtype)
 
 
 @shared_parameters
@@ -156,9 +136,10 @@ def PartialDistributedGradientTape(
     sparse_as_dense: bool = False,
     op: int = Average,
     gradient_predivide_factor: float = 1.0,
-    local_layers: Any = None,
+    num_groups: int = 0,
     groups: Any = None,
     process_set: ProcessSet = global_process_set,
+    local_layers: Any = None,
     scale_local_gradients: bool = True,
 ) -> _DistributedGradientTape:
     """A DistributedGradientTape whose ``local_layers`` (a Keras layer or a list of them) keep
@@ -174,6 +155,7 @@ def PartialDistributedGradientTape(
         their values and indices.
     :param op: |shared:gradient_op|
     :param gradient_predivide_factor: |shared|
+    :param num_groups: deprecated: a number of groups, as ``groups`` takes it.
     :param groups: gradients reduced together as one grouped allreduce: a number of groups (the variables split into
         that many consecutive groups), or a list of lists of variables, each list a group. By default none; not together
         with ``num_groups``.
@@ -190,6 +172,7 @@ def PartialDistributedGradientTape(
         sparse_as_dense,
         op,
         gradient_predivide_factor,
+        num_groups=num_groups,
         groups=groups,
         process_set=process_set,
         scale_local_gradients=scale_local_gradients,

@@ -17,7 +17,7 @@ from horovod.common.framework_api import Average, ProcessSet, Sum
 from horovod.common.plugin_api import elastic_protocol
 from horovod.tensorflow import bridge, collectives, mpi_ops
 from horovod.tensorflow.compression import Compression
-from horovod.tensorflow.variables import variable_key
+from horovod.tensorflow.variables import is_variable, variable_key
 
 
 class GradientReducer:
@@ -99,3 +99,29 @@ class GradientReducer:
             for i, r, ctx in zip(dense, reduced, contexts, strict=True):
                 results[i] = self.compression.decompress(r, ctx)
         return results
+
+    def reduce_keeping_local(
+        self, gradients: Sequence[Any], variables: Sequence[Any], local: set[Any], scale_local: bool
+    ) -> list[Any]:
+        """Every gradient reduced over the process set, but those of the ``local`` variables (their
+        ``variable_key``s), which stay this rank's: divided by the set's size when ``scale_local``,
+        as averaged ones are, so that a learning rate tuned for the shared weights suits them too
+        (Horovod's default)."""
+        is_local = [bool(local) and is_variable(v) and variable_key(v) in local for v in variables]
+        shared = [i for i, mine in enumerate(is_local) if not mine]
+        results = list(gradients)
+        reduced = self.reduce([gradients[i] for i in shared], [variables[i] for i in shared])
+        for i, r in zip(shared, reduced, strict=True):
+            results[i] = r
+        if scale_local and any(is_local):
+            factor = 1.0 / api.set_size(self.process_set)
+            for i, mine in enumerate(is_local):
+                if mine and results[i] is not None:
+                    results[i] = _scaled(results[i], factor)
+        return results
+
+
+def _scaled(gradient: Any, factor: float) -> Any:
+    if isinstance(gradient, tf.IndexedSlices):
+        return tf.IndexedSlices(gradient.values * factor, gradient.indices, gradient.dense_shape)
+    return gradient * tf.cast(factor, gradient.dtype)

@@ -14,6 +14,7 @@ import tensorflow as tf
 from horovod.common.framework_api import Average, ProcessSet, global_process_set, shared_parameters
 from horovod.tensorflow.compression import Compression
 from horovod.tensorflow.gradients import GradientReducer
+from horovod.tensorflow.variables import variable_key
 
 
 class _DistributedOptimizer(tf.compat.v1.train.Optimizer):  # type: ignore[misc]  # (TensorFlow ships no type information)
@@ -25,6 +26,7 @@ class _DistributedOptimizer(tf.compat.v1.train.Optimizer):  # type: ignore[misc]
         use_locking: bool,
         backward_passes_per_step: int,
         average_aggregated_gradients: bool,
+        scale_local_gradients: bool = True,
     ) -> None:
         if name is None:
             name = f"Distributed{type(optimizer).__name__}"
@@ -35,6 +37,16 @@ class _DistributedOptimizer(tf.compat.v1.train.Optimizer):  # type: ignore[misc]
         self._average_aggregated = average_aggregated_gradients
         self._accumulators: dict[Any, tf.Variable] = {}
         self._counter: tf.Variable | None = None
+        self._local_vars: set[Any] = set()
+        self._scale_local_gradients = scale_local_gradients
+
+    def register_local_var(self, var: Any) -> None:
+        """Keeps ``var``'s gradient this rank's own (not reduced over the ranks; scaled by 1/size
+        unless ``scale_local_gradients=False``), as Horovod's optimizer does.
+
+        :param var: a variable the wrapped optimizer updates.
+        """
+        self._local_vars.add(variable_key(var))
 
     # --- gradients ---------------------------------------------------------------------------------
 
@@ -45,7 +57,9 @@ class _DistributedOptimizer(tf.compat.v1.train.Optimizer):  # type: ignore[misc]
         gradients = [g for g, _ in grads_and_vars]
         variables = [v for _, v in grads_and_vars]
         if self._passes == 1:
-            reduced = self._reducer.reduce(gradients, variables)
+            reduced = self._reducer.reduce_keeping_local(
+                gradients, variables, self._local_vars, self._scale_local_gradients
+            )
         else:
             reduced = self._accumulate_and_reduce(gradients, variables)
         return list(zip(reduced, variables, strict=True))
@@ -64,7 +78,10 @@ class _DistributedOptimizer(tf.compat.v1.train.Optimizer):  # type: ignore[misc]
 
         def reduce_sums() -> list[tf.Tensor]:
             sums = [self._accumulators[variables[i].ref()].read_value() * scale for i in present]
-            return [tf.convert_to_tensor(r) for r in self._reducer.reduce(sums, [variables[i] for i in present])]
+            reduced = self._reducer.reduce_keeping_local(
+                sums, [variables[i] for i in present], self._local_vars, self._scale_local_gradients
+            )
+            return [tf.convert_to_tensor(r) for r in reduced]
 
         def local_sums() -> list[tf.Tensor]:
             return [tf.identity(self._accumulators[variables[i].ref()].read_value()) for i in present]
@@ -146,6 +163,7 @@ def DistributedOptimizer(
     num_groups: int = 0,
     groups: Any = None,
     process_set: ProcessSet = global_process_set,
+    scale_local_gradients: bool = True,
 ) -> Any:
     """Wraps a ``tf.compat.v1.train`` optimizer so that its gradients are averaged over the ranks
     before they are applied. Keras optimizers are wrapped by ``horovod.tensorflow.keras``.
@@ -169,6 +187,8 @@ def DistributedOptimizer(
         applied (default 1; at least 1).
     :param average_aggregated_gradients: divide the accumulated gradients by ``backward_passes_per_step`` (default:
         their sum is reduced).
+    :param scale_local_gradients: divide the gradients of variables registered local (``register_local_var``), which
+        are not reduced, by the number of ranks, as averaged ones are (default ``True``).
     """
     if not isinstance(optimizer, tf.compat.v1.train.Optimizer):
         raise ValueError(
@@ -190,5 +210,11 @@ def DistributedOptimizer(
         process_set,
     )
     return _DistributedOptimizer(
-        optimizer, reducer, name, use_locking, backward_passes_per_step, average_aggregated_gradients
+        optimizer,
+        reducer,
+        name,
+        use_locking,
+        backward_passes_per_step,
+        average_aggregated_gradients,
+        scale_local_gradients,
     )
