@@ -13,7 +13,7 @@ import tensorflow as tf
 from horovod.common import exceptions
 
 
-class CollectiveMismatchError(exceptions.CollectiveMismatchError, tf.errors.FailedPreconditionError):
+class CollectiveMismatchError(exceptions.CollectiveMismatchError, tf.errors.FailedPreconditionError):  # type: ignore[misc]  # (TensorFlow is untyped)
     """Ranks disagreed about a collective: hvd-core's error, and TensorFlow's FailedPreconditionError.
 
     :param message: what the ranks disagreed about (hvd's message: the tensor, and each rank's).

@@ -17,11 +17,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 POLL_S = 1.0  # a wait for a key asks the server again after this long (it answers when it is set)
 
 
-def _rendezvous():  # hvd-runner's, imported when the data service is used (hvd-runner starts its jobs)
+# hvd-runner's rendezvous, imported when the data service is used (hvd-runner starts its jobs).
+def _rendezvous() -> tuple[Any, Any, Any, Any]:
     try:
         from horovod.runner.rendezvous import auth
         from horovod.runner.rendezvous.client import RendezvousClient, RendezvousError
@@ -115,7 +117,7 @@ class ComputeClient:
                     ) from None
                 raise RuntimeError(f"the compute service at {self.where} refused this client ({error})") from None
             if value is not None:
-                return value
+                return bytes(value)
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"{what} did not happen within {timeout:g} s (compute service at {self.where})")
 
