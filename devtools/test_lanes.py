@@ -1,6 +1,6 @@
 """`./dev test` without arguments: every default nox session, each lane of them at once.
 
-    python devtools/test_lanes.py NOX NOXFILE     (run by ./dev, with the tools' nox)
+    python devtools/test_lanes.py NOX NOXFILE [--matrix]    (run by ./dev, with the tools' nox)
 
 The noxfile gives every default session one lane (its ``LANES``, as a ``lane-N`` tag). Each lane is
 one ``nox -t lane-N`` process running its sessions in turn, and the lanes run side by side: one lane
@@ -13,6 +13,10 @@ Interrupted (Ctrl-C, SIGTERM), it passes the signal on to every lane's process g
 them, so that no session goes on running. Each session's environment is removed when the session
 ends (the noxfile's DROP_ENVIRONMENTS_VARIABLE, set for the lanes): kept, the run's environments
 outgrew a CI machine's free disk.
+
+With ``--matrix`` (``./dev test --matrix``) each lane also runs the package matrix's cells tagged
+``matrix-lane-N`` (devtools/matrix.toml; the default sessions hold its corners already), after its
+default sessions.
 """
 
 from __future__ import annotations
@@ -26,9 +30,10 @@ import sys
 import threading
 import time
 from types import FrameType
-from typing import IO
+from typing import IO, Any
 
 LANE_TAG = "lane-"
+MATRIX_LANE_TAG = "matrix-lane-"
 # The noxfile's DROP_ENVIRONMENTS_VARIABLE: set, every session removes its environment when it ends.
 DROP_ENVIRONMENTS = {"HVD_DROP_SESSION_ENVIRONMENTS": "1"}
 # After passing an interruption on, how long the lanes get to end their sessions (tests tear down
@@ -91,11 +96,22 @@ class FailureDigest:
         return bare[:DIGEST_LINE_CHARS] + ("..." if len(bare) > DIGEST_LINE_CHARS else "") + "\n"
 
 
-def sessions_by_lane(nox: str, noxfile: str) -> dict[str, list[str]]:
-    """{lane tag: its sessions}, from ``nox --list --json``; every listed session must have one lane."""
-    listing = subprocess.run([nox, "-f", noxfile, "--list", "--json"], check=True, capture_output=True, text=True)
+def _listed(nox: str, noxfile: str, *selection: str) -> list[dict[str, Any]]:
+    listing = subprocess.run(
+        [nox, "-f", noxfile, "--list", "--json", *selection], check=True, capture_output=True, text=True
+    )
+    return list(json.loads(listing.stdout))
+
+
+def sessions_by_lane(nox: str, noxfile: str, matrix: bool = False) -> dict[str, list[str]]:
+    """{lane tag: its sessions}, from ``nox --list --json``; every listed session must have one lane.
+    With ``matrix``, the cells of each ``matrix-lane-N`` tag join lane N."""
+    listed = _listed(nox, noxfile)
+    if matrix:
+        cells = [s for s in _listed(nox, noxfile, "-t", "matrix") if not any(t.startswith(LANE_TAG) for t in s["tags"])]
+        listed += [{**s, "tags": [t.removeprefix("matrix-") for t in s["tags"]]} for s in cells]
     lanes: dict[str, list[str]] = {}
-    for session in json.loads(listing.stdout):
+    for session in listed:
         tags = [tag for tag in session["tags"] if tag.startswith(LANE_TAG)]
         if len(tags) != 1:
             raise SystemExit(
@@ -109,15 +125,16 @@ def sessions_by_lane(nox: str, noxfile: str) -> dict[str, list[str]]:
 class Lanes:
     """The lanes' nox processes, their output copied to ours, and their end."""
 
-    def __init__(self, nox: str, noxfile: str, lanes: list[str]) -> None:
+    def __init__(self, nox: str, noxfile: str, lanes: list[str], matrix: bool = False) -> None:
         self.start = time.monotonic()
         self.print_lock = threading.Lock()
         self.processes: dict[str, subprocess.Popen[str]] = {}
         self.readers: list[threading.Thread] = []
         self.failures: dict[str, list[str]] = {lane: [] for lane in lanes}
         for lane in lanes:
+            tags = [lane, MATRIX_LANE_TAG + lane.removeprefix(LANE_TAG)] if matrix else [lane]
             process = subprocess.Popen(
-                [nox, "-f", noxfile, "-t", lane],
+                [nox, "-f", noxfile, "-t", *tags],
                 env={**os.environ, **DROP_ENVIRONMENTS},
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -173,14 +190,15 @@ class Lanes:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
+    matrix = argv[2:] == ["--matrix"]
+    if len(argv) != 2 and not matrix:
         print(__doc__, file=sys.stderr)
         return 2
-    nox, noxfile = argv
-    lanes = sessions_by_lane(nox, noxfile)
+    nox, noxfile = argv[:2]
+    lanes = sessions_by_lane(nox, noxfile, matrix)
     for lane, sessions in lanes.items():
         print(f"{lane}: {', '.join(sessions)}", flush=True)
-    running = Lanes(nox, noxfile, list(lanes))
+    running = Lanes(nox, noxfile, list(lanes), matrix)
 
     def interrupted(signum: int, frame: FrameType | None) -> None:
         print(f"test_lanes: {signal.Signals(signum).name}: stopping every lane", file=sys.stderr, flush=True)

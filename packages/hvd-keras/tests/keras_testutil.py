@@ -3,9 +3,11 @@ count (hvd-core's batch kit), and the data every rank can compute for itself."""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 
 import numpy as np
+import pytest
 
 from horovod.common.testing import batch
 from horovod.common.testing.batch import Call, Outcomes
@@ -21,6 +23,18 @@ RANK_ENV = {
     "HOROVOD_STALL_CHECK_TIME_SECONDS": "10",
     "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "30",
 }
+
+
+def backend(name: str, *more: object) -> object:
+    """A test parameter for Keras on ``name`` ("tensorflow" or "torch"; with ``more``, the tuple
+    ``(name, *more)``), skipped where that framework is not installed: the package matrix's cells
+    without torch (devtools/matrix.toml), where PyPI has only CUDA builds of it."""
+    missing = importlib.util.find_spec(name) is None
+    reason = f"{name} is not installed here (a package-matrix cell without it)"
+    return pytest.param((name, *more) if more else name, marks=pytest.mark.skipif(missing, reason=reason))
+
+
+BACKENDS = [backend("tensorflow"), backend("torch")]
 
 
 def run_batch(calls: Sequence[Call], np_: int, backend: str) -> Outcomes:

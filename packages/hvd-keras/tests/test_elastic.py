@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import cases_elastic as cases
-from keras_testutil import Outcomes, run_batch
+from keras_testutil import BACKENDS, Outcomes, run_batch
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -252,7 +252,7 @@ def test_run_goes_on_from_the_last_commit_after_a_lost_peer(hvd: Any) -> None:
 CALLS = [("keras_state_sync_then_fit", cases.case_keras_state_sync_then_fit, ())]
 
 
-@pytest.fixture(scope="module", params=["tensorflow", "torch"])
+@pytest.fixture(scope="module", params=BACKENDS)
 def two_ranks(request: pytest.FixtureRequest) -> Outcomes:
     return run_batch(CALLS, 2, request.param)
 
@@ -268,7 +268,7 @@ EPOCHS = 4
 KILL_ITERATION = 7  # in epoch 1 (5 batches an epoch), two batches done
 
 
-@pytest.mark.parametrize("backend", ["tensorflow", "torch"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_elastic_fit_survives_a_killed_worker(tmp_path: pathlib.Path, backend: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOROVOD_")}
     env.update(KERAS_BACKEND=backend, OMP_NUM_THREADS="1", TF_CPP_MIN_LOG_LEVEL="2", TF_ENABLE_ONEDNN_OPTS="0")

@@ -11,11 +11,13 @@ import re
 import pytest
 from hvd_devtools import examples
 
+from keras_testutil import BACKENDS
+
 ROOT = pathlib.Path(os.environ.get("HVD_REPO_ROOT", pathlib.Path(__file__).resolve().parents[3]))
 SCRIPT = ROOT / "examples" / "keras" / "keras_digits.py"
 
 
-@pytest.mark.parametrize("backend", ["tensorflow", "torch"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_digits_example_reaches_95_percent(backend: str) -> None:
     done = examples.horovodrun(SCRIPT, env={"KERAS_BACKEND": backend})
     output = done.stdout + done.stderr
@@ -27,7 +29,7 @@ def test_digits_example_reaches_95_percent(backend: str) -> None:
     assert "[1]<stdout>:Epoch" not in done.stdout, output  # ...and rank 1 nothing
 
 
-@pytest.mark.parametrize("backend", ["tensorflow", "torch"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_digits_example_with_adasum_reaches_95_percent(backend: str) -> None:
     """--use-adasum: DistributedOptimizer(op=hvd.Adasum) combines the ranks' gradients by Adasum."""
     done = examples.horovodrun(SCRIPT, "--use-adasum", env={"KERAS_BACKEND": backend})

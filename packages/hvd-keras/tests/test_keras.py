@@ -13,9 +13,9 @@ import pytest
 
 import cases_keras as cases
 from horovod.common.testing import batch
-from keras_testutil import Call, Outcomes, run_batch
+from keras_testutil import Call, Outcomes, backend, run_batch
 
-JOBS = [("tensorflow", 2), ("tensorflow", 3), ("torch", 2)]
+JOBS = [backend("tensorflow", 2), backend("tensorflow", 3), backend("torch", 2)]
 
 
 def calls(directory: str) -> list[Call]:

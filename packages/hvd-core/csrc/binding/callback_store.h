@@ -1,6 +1,8 @@
 // CallbackStore: the engine's key-value store (backend/kv_store.h) served by Python callables.
 #pragma once
 
+#include <dlfcn.h>
+
 #include <cstdint>
 #include <exception>
 #include <string>
@@ -14,7 +16,16 @@ namespace hvdcore::binding {
 
 // True while the interpreter tears down: taking the GIL then would abort the process.
 inline bool PythonFinalizing() {
-#if PY_VERSION_HEX >= 0x030D0000
+#if defined(Py_LIMITED_API) && Py_LIMITED_API < 0x030D0000
+  // The stable-ABI build for 3.12 on declares no such probe (the limited API gains Py_IsFinalizing
+  // in 3.13), yet every CPython exports one: 3.13 on Py_IsFinalizing, 3.12 _Py_IsFinalizing.
+  using Probe = int (*)();
+  static const Probe probe = [] {
+    void* found = dlsym(RTLD_DEFAULT, "Py_IsFinalizing");
+    return reinterpret_cast<Probe>(found ? found : dlsym(RTLD_DEFAULT, "_Py_IsFinalizing"));
+  }();
+  return probe ? probe() != 0 : !nb::is_alive();
+#elif PY_VERSION_HEX >= 0x030D0000
   return Py_IsFinalizing();
 #else
   return _Py_IsFinalizing();

@@ -37,12 +37,12 @@ struct type_caster<hvdcore::binding::HostSpan> {
   NB_TYPE_CASTER(hvdcore::binding::HostSpan, const_name("tuple[int, int]"))
   bool from_python(handle src, uint8_t, cleanup_list*) noexcept {
     PyObject* o = src.ptr();
-    if (!PyTuple_CheckExact(o) || PyTuple_GET_SIZE(o) != 2 || !PyLong_CheckExact(PyTuple_GET_ITEM(o, 0)) ||
-        !PyLong_CheckExact(PyTuple_GET_ITEM(o, 1))) {
+    if (!PyTuple_CheckExact(o) || NB_TUPLE_GET_SIZE(o) != 2 || !PyLong_CheckExact(NB_TUPLE_GET_ITEM(o, 0)) ||
+        !PyLong_CheckExact(NB_TUPLE_GET_ITEM(o, 1))) {
       return false;
     }
-    value.address = (uintptr_t)PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(o, 0));
-    value.nbytes = (size_t)PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(o, 1));
+    value.address = (uintptr_t)PyLong_AsUnsignedLongLong(NB_TUPLE_GET_ITEM(o, 0));
+    value.nbytes = (size_t)PyLong_AsUnsignedLongLong(NB_TUPLE_GET_ITEM(o, 1));
     if (PyErr_Occurred()) {  // negative or too large
       PyErr_Clear();
       return false;

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import pathlib
 from typing import Any
 
@@ -41,6 +42,7 @@ def ops() -> Any:
         raise ImportError(
             f"hvd-tensorflow's kernel library is missing ({LIBRARY}): reinstall hvd-tensorflow from a wheel"
         )
+    _share_tensorflow_c_api()
     module = tf.load_op_library(str(LIBRARY))
     # The same library TensorFlow has just opened (dlopen gives the loaded copy): hand it the entry.
     attach = ctypes.CDLL(str(LIBRARY)).hvd_tf_attach
@@ -53,6 +55,17 @@ def ops() -> Any:
         )
     _run_collectives_concurrently()
     return module
+
+
+def _share_tensorflow_c_api() -> None:
+    """Makes the symbols of TensorFlow's framework library global before the kernels load. The
+    kernels call TensorFlow's C API (TF_DeleteTensor...) without linking any TensorFlow library by
+    name, so that one build serves every release; TensorFlow 2.16 loads that library privately
+    (RTLD_LOCAL), where the kernels' symbols would go unresolved. Opening the loaded copy again with
+    RTLD_GLOBAL shares it (glibc promotes the copy in place; nothing is loaded twice)."""
+    framework = pathlib.Path(tf.sysconfig.get_lib()) / "libtensorflow_framework.so.2"
+    if framework.exists():
+        ctypes.CDLL(str(framework), mode=os.RTLD_GLOBAL)
 
 
 def _run_collectives_concurrently() -> None:
