@@ -1,7 +1,8 @@
 // The part of TensorFlow's stable C API (tensorflow/c/kernels.h, ops.h, tf_tensor.h, tf_status.h,
 // tf_datatype.h) that hvd's kernels use, declared here so that building them needs no TensorFlow:
 // the symbols are resolved when TensorFlow loads the library (tf.load_op_library), from the
-// libtensorflow_framework.so.2 it has already loaded with global visibility (checked on 2.21).
+// libtensorflow_framework.so.2 it has already loaded (made global first by native.py: 2.16 loads
+// it privately).
 //
 // These are C functions with a compatibility promise across TensorFlow releases (unlike TF's C++
 // ABI, which Horovod compiled against, and broke with each release). The declarations must agree
@@ -30,7 +31,8 @@ typedef enum TF_DataType {
 } TF_DataType;
 #endif
 
-#ifndef XLA_TSL_C_TSL_STATUS_H_
+// The guard's name moved with the header (tsl/c/ in 2.16, xla/tsl/c/ in later releases).
+#if !defined(XLA_TSL_C_TSL_STATUS_H_) && !defined(TENSORFLOW_TSL_C_TSL_STATUS_H_)
 typedef enum TSL_Code {
   TSL_OK = 0,
   TSL_INVALID_ARGUMENT = 3,
