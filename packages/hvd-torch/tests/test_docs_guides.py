@@ -22,6 +22,7 @@ PAGES = [
     "gpu.md",
     "adasum.md",
     "autotune.md",
+    "job-report.md",
     "data-service.md",
     "benchmarks.md",
     "backend-plugin.md",

@@ -22,6 +22,39 @@
 
 namespace hvdcore::binding {
 
+namespace {
+
+nb::dict JobStatsDict(const JobStats::Snapshot& s) {
+  nb::dict out, sets;
+  for (const auto& [id, set] : s.sets) {
+    nb::dict d, ops, tensors, lateness, stalled;
+    for (int t = 0; t < kOpTypeCount; ++t) {
+      const JobStats::OpTotals& op = set.ops[t];
+      if (op.count) ops[OpTypeName((OpType)t)] = nb::make_tuple(op.count, op.bytes, op.time_us);
+    }
+    for (const auto& [name, x] : set.tensors)
+      tensors[nb::str(name.c_str())] = nb::make_tuple(x.count, x.bytes, x.total_us, x.most_us, x.wait_us);
+    for (const auto& [rank, l] : set.lateness)
+      lateness[nb::int_(rank)] = nb::make_tuple(l.last, l.late_us, l.most_us, l.most_tensor);
+    for (const auto& [name, count] : set.stalled_tensors) stalled[nb::str(name.c_str())] = count;
+    d["ops"] = ops;  // op type -> (tensors, bytes, time_us)
+    d["wait_us"] = set.wait_us;
+    d["tensors"] = tensors;  // name -> (count, bytes, total_us, most_us, wait_us)
+    d["arrivals"] = set.arrivals;
+    d["lateness"] = lateness;  // job rank -> (times last, late_us summed, most_us, its tensor)
+    d["stalls"] = set.stalls;
+    d["stalled_tensors"] = stalled;
+    sets[nb::int_(id)] = d;
+  }
+  out["sets"] = sets;
+  out["fused_buffers"] = s.fused_buffers;
+  out["fused_bytes"] = s.fused_bytes;
+  out["most_fused_bytes"] = s.most_fused_bytes;
+  return out;
+}
+
+}  // namespace
+
 using namespace nb::literals;
 
 void BindEngine(nb::module_& m) {
@@ -139,38 +172,41 @@ void BindEngine(nb::module_& m) {
              return nb::make_tuple(m.steps, m.bytes, m.time_us);
            })
       .def_prop_ro("moved_bytes", &Engine::MovedBytes)
-      .def("stats", [](const Engine& e) {
-        nb::dict d;
-        const NegotiationStats& n = e.negotiation_stats();
-        const ExecutionStats& x = e.execution_stats();
-        d["cycles"] = n.cycles.load();
-        d["coordinator_rounds"] = n.coordinator_rounds.load();
-        d["cache_hits"] = n.cache_hits.load();
-        d["inline_reductions"] = n.inline_reductions.load();
-        d["inline_broadcasts"] = n.inline_broadcasts.load();
-        d["inline_allgathers"] = n.inline_allgathers.load();
-        d["inline_alltoalls"] = n.inline_alltoalls.load();
-        d["inline_space"] = n.inline_space.load();
-        d["eager_sends"] = n.eager_sends.load();
-        d["eager_drops"] = n.eager_drops.load();
-        d["eager_record_cycles"] = n.eager_record_cycles.load();
-        d["record_bytes_sent"] = n.record_bytes_sent.load();
-        d["busy_cycles"] = n.busy_cycles.load();
-        d["helped_cycles"] = n.helped_cycles.load();
-        d["tensors"] = x.tensors.load();
-        d["fused_batches"] = x.fused_batches.load();
-        d["declined_buffer_calls"] = x.declined_buffer_calls.load();
-        d["hierarchical_allreduces"] = x.hierarchical_allreduces.load();
-        d["hierarchical_allgathers"] = x.hierarchical_allgathers.load();
-        d["device_backend_calls"] = x.device_backend_calls.load();
-        d["output_pool_reused"] = e.output_pool().reused();  // outputs that took a kept mapping
-        d["output_pool_bytes"] = e.output_pool().kept_bytes();
-        nb::dict calls;
-        for (int t = 0; t < kOpTypeCount; ++t) calls[OpTypeName((OpType)t)] = x.backend_calls[t].load();
-        d["backend_calls"] = calls;
-        d["blocked_callers"] = e.blocked_callers();  // threads waiting in synchronize() right now
-        return d;
-      });
+      .def("stats",
+           [](const Engine& e) {
+             nb::dict d;
+             const NegotiationStats& n = e.negotiation_stats();
+             const ExecutionStats& x = e.execution_stats();
+             d["cycles"] = n.cycles.load();
+             d["coordinator_rounds"] = n.coordinator_rounds.load();
+             d["cache_hits"] = n.cache_hits.load();
+             d["inline_reductions"] = n.inline_reductions.load();
+             d["inline_broadcasts"] = n.inline_broadcasts.load();
+             d["inline_allgathers"] = n.inline_allgathers.load();
+             d["inline_alltoalls"] = n.inline_alltoalls.load();
+             d["inline_space"] = n.inline_space.load();
+             d["eager_sends"] = n.eager_sends.load();
+             d["eager_drops"] = n.eager_drops.load();
+             d["eager_record_cycles"] = n.eager_record_cycles.load();
+             d["record_bytes_sent"] = n.record_bytes_sent.load();
+             d["busy_cycles"] = n.busy_cycles.load();
+             d["helped_cycles"] = n.helped_cycles.load();
+             d["tensors"] = x.tensors.load();
+             d["fused_batches"] = x.fused_batches.load();
+             d["declined_buffer_calls"] = x.declined_buffer_calls.load();
+             d["hierarchical_allreduces"] = x.hierarchical_allreduces.load();
+             d["hierarchical_allgathers"] = x.hierarchical_allgathers.load();
+             d["device_backend_calls"] = x.device_backend_calls.load();
+             d["output_pool_reused"] = e.output_pool().reused();  // outputs that took a kept mapping
+             d["output_pool_bytes"] = e.output_pool().kept_bytes();
+             nb::dict calls;
+             for (int t = 0; t < kOpTypeCount; ++t) calls[OpTypeName((OpType)t)] = x.backend_calls[t].load();
+             d["backend_calls"] = calls;
+             d["blocked_callers"] = e.blocked_callers();  // threads waiting in synchronize() right now
+             return d;
+           })
+      // The job-end report's counters (diagnostics/job_stats.h), as plain data: times in microseconds.
+      .def("job_stats", [](const Engine& e) { return JobStatsDict(e.job_stats().Take()); });
 }
 
 }  // namespace hvdcore::binding

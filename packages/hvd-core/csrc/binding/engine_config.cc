@@ -21,6 +21,7 @@ void BindEngineConfig(nb::module_& m) {
       .def_rw("eager_bytes", &EngineConfig::eager_bytes)
       .def_rw("output_pool_bytes", &EngineConfig::output_pool_bytes)
       .def_rw("stall_check_enabled", &EngineConfig::stall_check_enabled)
+      .def_rw("job_stats_enabled", &EngineConfig::job_stats_enabled)
       .def_rw("stall_check_s", &EngineConfig::stall_check_s)
       .def_rw("stall_shutdown_s", &EngineConfig::stall_shutdown_s)
       .def_rw("timeline_path", &EngineConfig::timeline_path)

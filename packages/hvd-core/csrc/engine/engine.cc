@@ -23,8 +23,10 @@ Engine::Engine(EngineConfig config, std::shared_ptr<Backend> backend, std::share
       store_(std::move(store)),
       stall_settings_(config_.stall_check_enabled, config_.stall_check_s, config_.stall_shutdown_s),
       output_pool_(std::make_shared<OutputPool>((size_t)std::max<int64_t>(0, config_.output_pool_bytes))),
-      controller_(log_, config_.inline_bytes, config_.inline_max_bytes),
-      executor_(log_, timeline_, config_.fusion_threshold, execution_stats_, output_pool_, stagings_,
+      controller_(log_, config_.inline_bytes, config_.inline_max_bytes,
+                  config_.job_stats_enabled ? &job_stats_ : nullptr),
+      executor_(log_, timeline_, config_.fusion_threshold, execution_stats_,
+                config_.job_stats_enabled ? &job_stats_ : nullptr, output_pool_, stagings_,
                 DeviceRoute{device_backend_ ? config_.device_ops : 0u,
                             [this](ProcessSet& ps, int32_t device_id, bool host, DeviceComm** out) {
                               return ConnectDevice(ps, device_id, host, out);

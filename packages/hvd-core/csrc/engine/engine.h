@@ -46,6 +46,7 @@ struct EngineConfig {
   int64_t eager_bytes = 4 << 20;  // the most a member sends a peer ahead of negotiation (negotiation/eager.h)
   int64_t output_pool_bytes = 1ll << 30;  // freed large outputs kept for reuse (core/output_pool.h)
   bool stall_check_enabled = true;
+  bool job_stats_enabled = true;  // the job-end report's counters (diagnostics/job_stats.h)
   double stall_check_s = 60.0;
   double stall_shutdown_s = 0.0;
   std::string timeline_path;  // empty: no timeline at start
@@ -143,6 +144,7 @@ class Engine {
   const Backend* device_backend() const { return device_backend_.get(); }
   const NegotiationStats& negotiation_stats() const { return negotiation_stats_; }
   const ExecutionStats& execution_stats() const { return execution_stats_; }
+  const JobStats& job_stats() const { return job_stats_; }
   const OutputPool& output_pool() const { return *output_pool_; }
   int blocked_callers() const { return bell_->blocked(); }
 
@@ -219,6 +221,7 @@ class Engine {
   Timeline timeline_;
   NegotiationStats negotiation_stats_;
   ExecutionStats execution_stats_;
+  JobStats job_stats_;  // before controller_ and executor_, which count into it
   std::shared_ptr<OutputPool> output_pool_;  // before executor_, which hands it to outputs
   DeviceStagings stagings_;  // before executor_, which stages through it
   Controller controller_;

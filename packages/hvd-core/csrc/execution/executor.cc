@@ -74,9 +74,11 @@ Status Executor::Execute(ProcessSet& ps, std::vector<Response> responses) {
       failure = Status::Aborted("negotiation produced a response for tensor '" + r.names[0] +
                                 "' that this rank never submitted");
     }
+    const int64_t started_us = NowMicros();
     Status st = failure.ok() ? RunPlaced(ps, r, entries) : failure;
     for (size_t i = 0; i < r.names.size() && st.ok(); ++i)
       meter_.Record(r.names[i], (uint64_t)Elements(r.shapes[i]) * hvd::dtype_size(r.dtype));
+    if (st.ok() && job_stats_) RecordJobStats(ps, r, entries, started_us, NowMicros());
     // Last first: a caller synchronizes in submission order, so it wakes once, when the whole
     // batch is complete, instead of at its first tensor, to compete for its core with the
     // completion of the rest.
@@ -116,6 +118,23 @@ Status Executor::RunPlaced(ProcessSet& ps, const Response& r, std::vector<std::u
   if (st.ok()) st = Run(ps, r, entries);
   Status out = staging->StageOut(entries, st.ok());
   return st.ok() ? out : st;
+}
+
+void Executor::RecordJobStats(const ProcessSet& ps, const Response& r,
+                              const std::vector<std::unique_ptr<TensorEntry>>& entries, int64_t started_us,
+                              int64_t ended_us) {
+  if (r.kind != Response::Kind::kOp) return;
+  uint64_t total = 0;
+  for (size_t i = 0; i < r.names.size(); ++i) {
+    const uint64_t bytes = i < r.shapes.size() ? (uint64_t)Elements(r.shapes[i]) * hvd::dtype_size(r.dtype) : 0;
+    total += bytes;
+    if (i < entries.size() && entries[i]) {
+      const int64_t submitted = entries[i]->enqueued_us;
+      job_stats_->RecordTensor(ps.id, r.names[i], bytes, started_us - submitted, ended_us - submitted);
+    }
+  }
+  job_stats_->RecordOp(ps.id, r.type, r.names.size(), total, ended_us - started_us);
+  if (r.names.size() > 1) job_stats_->RecordFusedBuffer(total);
 }
 
 void Executor::BeginActivity(const Response& r, const std::vector<std::unique_ptr<TensorEntry>>& entries) {
@@ -207,6 +226,11 @@ void Executor::ExecuteInline(ProcessSet& ps, const std::vector<InlineCompletion>
     }
     ++stats_.tensors;
     meter_.Record(r.names[0], bytes);
+    if (job_stats_) {
+      const int64_t now = NowMicros();
+      job_stats_->RecordTensor(ps.id, r.names[0], bytes, now - e->enqueued_us, now - e->enqueued_us);
+      job_stats_->RecordOp(ps.id, r.type, 1, bytes, 0);  // no data movement beyond negotiation's
+    }
     if (timeline_.active()) timeline_.End(e->name);
     complete_(ps, std::move(e), Status::Ok());
   }

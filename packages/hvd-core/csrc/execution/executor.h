@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/output_pool.h"
+#include "diagnostics/job_stats.h"
 #include "diagnostics/logging.h"
 #include "diagnostics/timeline.h"
 #include "execution/device_staging.h"
@@ -48,7 +49,8 @@ class Executor {
   // Large outputs come from, and go back to, `output_pool` (core/output_pool.h).
   // Device tensors are staged through `stagings` (execution/device_staging.h).
   // Device tensors go to the device backend where `route` takes them (device_collectives.cc).
-  Executor(const Logger& log, Timeline& timeline, int64_t fusion_threshold, ExecutionStats& stats,
+  // What it does goes into `stats` (the engine's counters) and `job_stats` (the job-end report's; null: not kept).
+  Executor(const Logger& log, Timeline& timeline, int64_t fusion_threshold, ExecutionStats& stats, JobStats* job_stats,
            std::shared_ptr<OutputPool> output_pool, DeviceStagings& stagings, DeviceRoute route, CompleteFn complete)
       : log_(log),
         timeline_(timeline),
@@ -56,6 +58,7 @@ class Executor {
         route_(std::move(route)),
         fusion_threshold_(fusion_threshold),
         stats_(stats),
+        job_stats_(job_stats),
         output_pool_(std::move(output_pool)),
         complete_(std::move(complete)) {}
 
@@ -78,6 +81,9 @@ class Executor {
   // Runs a response where its data is: on the device backend (RunOnDevice), or through Run, with
   // device entries staged through pinned host memory around it.
   Status RunPlaced(ProcessSet& ps, const Response& r, std::vector<std::unique_ptr<TensorEntry>>& entries);
+  // The job-end report's counters for a response that ran from `started_us` to `ended_us`.
+  void RecordJobStats(const ProcessSet& ps, const Response& r, const std::vector<std::unique_ptr<TensorEntry>>& entries,
+                      int64_t started_us, int64_t ended_us);
   // The timeline's activity of each entry: negotiation ends, the op's data movement begins.
   void BeginActivity(const Response& r, const std::vector<std::unique_ptr<TensorEntry>>& entries);
 
@@ -124,6 +130,7 @@ class Executor {
   DeviceRoute route_;
   int64_t fusion_threshold_;
   ExecutionStats& stats_;
+  JobStats* job_stats_;
   std::shared_ptr<OutputPool> output_pool_;
   CompleteFn complete_;
   std::vector<uint8_t> adasum_scratch_;  // what the peers' pieces arrive in (execution/adasum.h)

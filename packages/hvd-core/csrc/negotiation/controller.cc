@@ -175,7 +175,13 @@ Status Controller::RunCycle(ProcessSet& ps, StopWish stop, bool work_elsewhere, 
   // The coordinator checks for stalls locally; a shutdown decision needs step 2 to travel.
   std::string stall_error;
   if (ps.my_rank == 0 && !ps.coordinator.empty() && ps.stall.Due(now)) {
-    stall_error = ps.stall.Report(ps.coordinator.Stalled(now, ps.stall.check_us()), ps.id, ps.ranks, log_);
+    std::vector<StalledTensor> stalled = ps.coordinator.Stalled(now, ps.stall.check_us());
+    stall_error = ps.stall.Report(stalled, ps.id, ps.ranks, log_);
+    if (job_stats_ && !stalled.empty()) {
+      std::vector<std::string> names;
+      for (const StalledTensor& t : stalled) names.push_back(t.name);
+      job_stats_->RecordStall(ps.id, names);
+    }
   }
 
   // Step 1: every member's record. Its size depends only on state every member shares.
@@ -388,8 +394,11 @@ Status Controller::ReadEagerClaims(ProcessSet& ps, const RecordLayout& layout, c
 // of the inline space (inline_space.h).
 Status Controller::DecideCacheSlots(ProcessSet& ps, const RecordLayout& layout, const std::vector<bool>& joined,
                                     size_t most_inline, EagerClaims* eager, CycleResult* out, NegotiationStats* stats,
-                                    std::vector<bool>* ran, size_t* inline_wanted) {
+                                    std::vector<bool>* ran, size_t* inline_wanted) const {
   const int32_t n = ps.size(), slots = ps.cache.num_slots();
+  const bool count_arrivals = job_stats_ && ps.my_rank == 0;
+  const int64_t now = count_arrivals ? NowMicros() : 0;
+  std::vector<bool> has_bits(count_arrivals ? n : 0);
   auto rec = [&](int32_t m) { return &out->records[(size_t)m * layout.size]; };
   std::vector<size_t> inline_offset(n, 0);
   std::vector<int64_t> sent;  // a member's sizes read from its record (reused across members)
@@ -400,6 +409,7 @@ Status Controller::DecideCacheSlots(ProcessSet& ps, const RecordLayout& layout, 
     bool someone = false, everyone = true, all_inline = true, all_gathered = gathers;
     for (int32_t m = 0; m < n; ++m) {
       bool has = layout.Bit(rec(m), SlotBits::kHave, s);
+      if (count_arrivals) has_bits[m] = has;
       someone = someone || has;
       everyone = everyone && (has || joined[m]);
       // A joined rank that still holds the tensor contributes real data: it must have sent it.
@@ -449,6 +459,9 @@ Status Controller::DecideCacheSlots(ProcessSet& ps, const RecordLayout& layout, 
                                " holds less inline data than its sizes for tensor '" + r.names[0] + "' say");
       }
     }
+    // The set's rank 0 notes who arrived when (the job-end report's stragglers).
+    if (count_arrivals && someone)
+      ps.arrivals.Observe(r.names[0], has_bits, everyone, now, ps.id, ps.ranks, job_stats_);
     if (!someone || !everyone) continue;
     (*ran)[s] = true;
     ps.cache.Touch(s);
@@ -546,6 +559,9 @@ Status Controller::Coordinate(ProcessSet& ps, const std::vector<uint8_t>& encode
     if (list.shutdown_error.empty()) {
       ps.coordinator.Collect(&list);
       list.shutdown_error = stall_error;
+      for (const ArrivalSpread& a : ps.coordinator.TakeArrivals()) {
+        if (job_stats_) job_stats_->RecordArrival(ps.id, a.tensor, ps.ranks[a.last], a.late_us);
+      }
     } else {
       list.responses.clear();
       list.cache_erase.clear();

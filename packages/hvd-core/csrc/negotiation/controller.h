@@ -75,8 +75,9 @@ class Controller {
  public:
   // `inline_bytes`: the inline space every record carries; `inline_max_bytes`: what the space may
   // grow to over all the members' records together (inline_space.h).
-  Controller(const Logger& log, int64_t inline_bytes, int64_t inline_max_bytes)
-      : log_(log), inline_bytes_(inline_bytes), inline_max_bytes_(inline_max_bytes) {}
+  // Each set's rank 0 counts the members' arrivals and the stalls into `job_stats` (may be null).
+  Controller(const Logger& log, int64_t inline_bytes, int64_t inline_max_bytes, JobStats* job_stats = nullptr)
+      : log_(log), inline_bytes_(inline_bytes), inline_max_bytes_(inline_max_bytes), job_stats_(job_stats) {}
   // `work_elsewhere`: this rank has work outside `ps`'s pending entries (queued, or pending in other
   // sets), reported with its own so that idle peers keep cycling. `settings` (epoch > 0): tuned
   // settings this member's record carries to the others (rank 0, global set).
@@ -113,9 +114,9 @@ class Controller {
   static MemberFlags ReadFlags(const ProcessSet& ps, const RecordLayout& layout, CycleResult* out);
   static Status ReadEagerClaims(ProcessSet& ps, const RecordLayout& layout, const std::vector<uint8_t>& records,
                                 EagerClaims* eager);
-  static Status DecideCacheSlots(ProcessSet& ps, const RecordLayout& layout, const std::vector<bool>& joined,
-                                 size_t most_inline, EagerClaims* eager, CycleResult* out, NegotiationStats* stats,
-                                 std::vector<bool>* ran, size_t* inline_wanted);
+  Status DecideCacheSlots(ProcessSet& ps, const RecordLayout& layout, const std::vector<bool>& joined,
+                          size_t most_inline, EagerClaims* eager, CycleResult* out, NegotiationStats* stats,
+                          std::vector<bool>* ran, size_t* inline_wanted) const;
   Status Coordinate(ProcessSet& ps, const std::vector<uint8_t>& encoded, const std::vector<size_t>& counts,
                     const std::string& stall_error, int64_t now, CycleResult* out);
   Status SettleOrphanedEager(ProcessSet& ps, const std::vector<int32_t>& eager_of,
@@ -126,6 +127,7 @@ class Controller {
   const Logger& log_;
   int64_t inline_bytes_;
   int64_t inline_max_bytes_;
+  JobStats* job_stats_;
 };
 
 }  // namespace hvdcore

@@ -64,11 +64,13 @@ void Coordinator::Add(const std::vector<Request>& requests, int64_t now_us, cons
     if (p.by_rank.empty()) {
       p.by_rank.resize(size_);
       p.has.assign(size_, false);
+      p.arrived_us.assign(size_, 0);
       p.first_us = now_us;
       p.seq = seq_++;
     }
     if (!p.has[r.rank]) {
       p.has[r.rank] = true;
+      p.arrived_us[r.rank] = now_us;
       ++p.count;
     }
     p.by_rank[r.rank] = r;
@@ -94,6 +96,12 @@ void Coordinator::Collect(ResponseList* out) {
     int64_t group_id = p.by_rank[first].group_id;
     int32_t group_size = p.by_rank[first].group_size;
     Response response = Build(sn.second, p);
+    ArrivalSpread spread{sn.second, first, 0};
+    for (int32_t r = 0; r < size_; ++r) {
+      if (p.has[r] && p.arrived_us[r] - p.first_us > spread.late_us)
+        spread = {sn.second, r, p.arrived_us[r] - p.first_us};
+    }
+    arrivals_.push_back(std::move(spread));
     table_.erase(it);
     Emit(std::move(response), group_id, group_size, out);
   }

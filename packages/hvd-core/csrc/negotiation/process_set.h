@@ -12,6 +12,7 @@
 #include "backend/device_comm.h"
 #include "backend/hierarchical_comm.h"
 #include "core/handle.h"
+#include "diagnostics/job_stats.h"
 #include "diagnostics/stall_inspector.h"
 #include "negotiation/coordinator.h"
 #include "negotiation/eager.h"
@@ -56,6 +57,7 @@ struct ProcessSet {
   ResponseCache cache;
   Coordinator coordinator;  // used on the set's rank 0 only
   StallInspector stall;     // likewise
+  Arrivals arrivals;        // likewise: the members' arrivals at cached collectives (job_stats.h)
   InlineSpace inline_space;  // the room for data in this set's negotiation records
   EagerChannel eager;        // data sent ahead of negotiation, on `comm` (eager.h)
   EagerChannel records;      // the negotiation records, on `comm`, where eager messages are open

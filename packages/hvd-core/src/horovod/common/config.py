@@ -197,6 +197,7 @@ def engine_config(
     # mapped for the next output of their size, up to this many bytes per rank (0: none kept).
     config.output_pool_bytes = _int(env, "HOROVOD_OUTPUT_POOL_BYTES", 1 << 30, minimum=0)
     config.stall_check_enabled = not _bool(env, "HOROVOD_STALL_CHECK_DISABLE")
+    config.job_stats_enabled = not _bool(env, "HOROVOD_JOB_REPORT_DISABLE")
     config.stall_check_s = _float(env, "HOROVOD_STALL_CHECK_TIME_SECONDS", 60.0)
     config.stall_shutdown_s = _float(env, "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", 0.0)
     timeline = env.get("HOROVOD_TIMELINE", "")

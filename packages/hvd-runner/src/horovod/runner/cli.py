@@ -162,6 +162,20 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="Also write each rank's output to <DIR>/rank.<N>/stdout and stderr (rank zero-padded).",
     )
+    parser.add_argument(
+        "--report-file",
+        dest="report_file",
+        default=None,
+        help="Write the job-end report (per rank: collectives' time and bytes, waits, stragglers, slowest tensors, "
+        "stalls, the failure) to this JSON file.",
+    )
+    _switch(
+        parser,
+        "--no-job-report",
+        dest="job_report",
+        value=False,
+        help="Do not print the job-end report's summary when the job ends (--report-file still writes it).",
+    )
     _switch(parser, "--verbose", dest="verbose", help="Print what the launcher does (secrets are masked).")
     parser.add_argument(
         "--config-file",

@@ -65,6 +65,15 @@ def hvd_rendezvous_store(env: Mapping[str, str]) -> RendezvousStore | None:
 
 
 @hookimpl
+def hvd_before_shutdown() -> None:
+    """In a rank started by horovodrun: its part of the job-end report goes to the launcher."""
+    if os.environ.get(_ADDR, "").strip():
+        from horovod.runner import job_report
+
+        job_report.post()
+
+
+@hookimpl
 def hvd_after_init(rank: int, size: int, backend: str) -> None:
     """In a rank started by horovodrun: report a failure to the launcher as soon as it starts."""
     if os.environ.get(_ADDR, "").strip():

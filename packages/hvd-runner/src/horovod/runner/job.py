@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
 from horovod.common.plugin_api import failure_report_key
-from horovod.runner import exit_report, loss_report, network, threads, worker_env
+from horovod.runner import exit_report, job_report, loss_report, network, threads, worker_env
 from horovod.runner import settings as settings_mod
 from horovod.runner.hosts import Placement
 from horovod.runner.local import DEFAULT_GRACE_S, LocalJob, Outcome, RankSpec, Report, start_here
@@ -168,7 +168,34 @@ def run_job(
             observer=losses,
             starter=_starter(settings),
         )
-        return job.run()
+        outcome = job.run()
+        failure, ended = _how_it_ended(outcome, reports)
+        job_report.finish(
+            server.get,
+            job_key,
+            settings.size,
+            failure=failure,
+            ended=ended,
+            report_file=settings.report_file,
+            quiet=not settings.job_report,
+            log=log,
+        )
+        return outcome
+
+
+def _how_it_ended(outcome: Outcome, reports: Mapping[int, Report]) -> tuple[str | None, dict[int, str]]:
+    """(the failure that ended the job, None if none; how each rank that failed ended) for the report."""
+    ended = {}
+    for rank, exit_ in outcome.exits.items():
+        if exit_.returncode != 0:
+            said = reports.get(rank)
+            ended[rank] = exit_.describe() + (
+                f" ({said.reason})" if said and said.reason != exit_report.EXITING else ""
+            )
+    failure = None
+    if outcome.failed is not None:
+        failure = f"rank {outcome.failed.rank} {ended.get(outcome.failed.rank, outcome.failed.describe())}"
+    return failure, ended
 
 
 def _starter(settings: JobSettings) -> Callable[[RankSpec], RankProcess]:

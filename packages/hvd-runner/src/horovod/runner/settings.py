@@ -53,6 +53,10 @@ class JobSettings:
     nics: tuple[str, ...] = ()
     #: False with --disable-cache: check every host over ssh again (:mod:`horovod.runner.host_check`).
     use_host_cache: bool = True
+    #: --report-file: where the job-end report's JSON goes (:mod:`horovod.runner.job_report`).
+    report_file: str | None = None
+    #: False with --no-job-report: no summary printed when the job ends.
+    job_report: bool = True
 
     @property
     def size(self) -> int:
@@ -228,6 +232,8 @@ def job_settings(ns: argparse.Namespace, environ: dict[str, str], placements: li
         ssh=SshOptions(port=ns.ssh_port, identity_file=ns.ssh_identity_file, connect_timeout_s=start_timeout),
         nics=tuple(ns.nics or ()),
         use_host_cache=not ns.disable_cache,
+        report_file=ns.report_file,
+        job_report=ns.job_report is not False,
     )
 
 

@@ -315,6 +315,10 @@ class RendezvousServer:
         """Stores ``value`` under ``key`` on behalf of the launcher itself (no request involved)."""
         self._httpd.store.set(key, value)
 
+    def get(self, key: str) -> bytes | None:
+        """The value under ``key`` now, for the launcher itself (no waiting, no request)."""
+        return self._httpd.store.get(key, 0.0)
+
     def watch(self, callback: Callable[[str, bytes], None] | None) -> None:
         """Calls ``callback(key, value)`` (in a server thread) after every set."""
         self._httpd.store.on_set = callback
