@@ -84,7 +84,11 @@ def test_data_service_example_trains_from_a_compute_job(tmp_path: pathlib.Path, 
         assert found and float(found.group(1)) >= 0.9, output
         assert compute.wait(timeout=60) == 0, (tmp_path / "compute.log").read_text()[-3000:]
     finally:
-        if compute.poll() is None:
+        if compute.poll() is None:  # the launcher and its ranks: a launcher killed alone leaves them running
+            import psutil
+
+            for child in psutil.Process(compute.pid).children(recursive=True):
+                child.kill()
             compute.kill()
         compute.wait()
         log.close()

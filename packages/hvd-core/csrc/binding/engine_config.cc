@@ -26,6 +26,7 @@ void BindEngineConfig(nb::module_& m) {
       .def_rw("stall_shutdown_s", &EngineConfig::stall_shutdown_s)
       .def_rw("timeline_path", &EngineConfig::timeline_path)
       .def_rw("timeline_mark_cycles", &EngineConfig::timeline_mark_cycles)
+      .def_rw("timeline_max_bytes", &EngineConfig::timeline_max_bytes)
       .def_rw("log_level", &EngineConfig::log_level)
       .def_rw("log_hide_time", &EngineConfig::log_hide_time)
       .def_rw("timeout_ms", &EngineConfig::timeout_ms)

@@ -255,7 +255,7 @@ void Engine::Start() {
     }
   }
   if (!config_.timeline_path.empty() && config_.rank == 0) {
-    Status st = timeline_.Start(config_.timeline_path, config_.timeline_mark_cycles);
+    Status st = timeline_.Start(config_.timeline_path, config_.timeline_mark_cycles, config_.timeline_max_bytes);
     if (!st.ok()) HVD_LOG(log_, kWarning) << st.message();
   }
   running_ = true;
@@ -508,7 +508,7 @@ int32_t Engine::ProcessSetRank(int32_t id) {
 
 void Engine::StartTimeline(const std::string& path, bool mark_cycles) {
   if (config_.rank != 0) return;  // rank 0 writes the job's timeline
-  Status st = timeline_.Start(path, mark_cycles);
+  Status st = timeline_.Start(path, mark_cycles, config_.timeline_max_bytes);
   if (!st.ok()) throw StatusError{st};
 }
 

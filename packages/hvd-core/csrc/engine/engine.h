@@ -51,6 +51,7 @@ struct EngineConfig {
   double stall_shutdown_s = 0.0;
   std::string timeline_path;  // empty: no timeline at start
   bool timeline_mark_cycles = false;
+  int64_t timeline_max_bytes = 0;  // the timeline file's size cap (0: none)
   int log_level = (int)LogLevel::kWarning;
   bool log_hide_time = false;
   int64_t timeout_ms = 30000;

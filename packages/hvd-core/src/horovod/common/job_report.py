@@ -17,7 +17,7 @@ import socket
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["SCHEMA", "job_report", "rank_report", "summary"]
+__all__ = ["SCHEMA", "job_report", "rank_report", "summary", "this_rank"]
 
 #: The report's format; a reader checks it before it reads anything else.
 SCHEMA = "hvd-job-report/1"
@@ -87,6 +87,15 @@ def rank_report(engine: Any, rank: int, size: int) -> dict[str, Any]:
         "fused_bytes_most": counters["most_fused_bytes"],
         "sets": sets,
     }
+
+
+def this_rank() -> dict[str, Any]:
+    """This process's report, from its running engine (between ``hvd.init()`` and ``hvd.shutdown()``:
+    a launcher's ``hvd_before_shutdown`` hook calls it)."""
+    import horovod.common as hvd
+    from horovod.common import state
+
+    return rank_report(state.context().engine, hvd.rank(), hvd.size())
 
 
 def _stragglers(reports: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

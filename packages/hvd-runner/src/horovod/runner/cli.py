@@ -343,6 +343,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="Write a Chrome-trace timeline to this file (HOROVOD_TIMELINE).",
     )
+    timeline.add_argument(
+        "--timeline-max-mb",
+        dest="timeline_max_mb",
+        type=_nonnegative_int,
+        default=None,
+        help="Stop the timeline, with a note as its last event, when its file reaches this many MB "
+        "(HOROVOD_TIMELINE_MAX_BYTES; default 0: no cap).",
+    )
     cycles = timeline.add_mutually_exclusive_group()
     _switch(cycles, "--timeline-mark-cycles", dest="timeline_mark_cycles", help="HOROVOD_TIMELINE_MARK_CYCLES=1.")
     _switch(cycles, "--no-timeline-mark-cycles", dest="timeline_mark_cycles", value=False, help=argparse.SUPPRESS)

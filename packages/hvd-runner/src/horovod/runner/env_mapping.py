@@ -98,6 +98,7 @@ TUNABLES: tuple[Tunable, ...] = (
     # timeline
     Tunable("timeline_filename", "HOROVOD_TIMELINE", str, str, ("timeline", "filename")),
     Tunable("timeline_mark_cycles", "HOROVOD_TIMELINE_MARK_CYCLES", _flag, bool, ("timeline", "mark_cycles")),
+    Tunable("timeline_max_mb", "HOROVOD_TIMELINE_MAX_BYTES", _mb_to_bytes, int, ("timeline", "max_mb")),
     # stall check
     Tunable(
         "no_stall_check", "HOROVOD_STALL_CHECK_DISABLE", _flag, bool, ("stall_check", "enabled"), config_inverted=True

@@ -30,11 +30,10 @@ def post(env: Mapping[str, str] | None = None) -> None:
     if not env.get(worker_env.RENDEZVOUS_ADDR) or not env.get(worker_env.JOB_KEY):
         return
     try:
-        import horovod.common as hvd
-        from horovod.common import job_report, state
-
-        report = job_report.rank_report(state.context().engine, hvd.rank(), hvd.size())
+        from horovod.common.plugin_api import job_report
         from horovod.runner.rendezvous.client import RendezvousClient
+
+        report = job_report.this_rank()
 
         client = RendezvousClient.from_env(env, request_timeout_s=_POST_TIMEOUT_S)
         try:
@@ -72,7 +71,7 @@ def finish(
 ) -> dict[str, Any] | None:
     """Merges the ranks' reports, prints the summary and writes the JSON; returns the report. A
     report that cannot be made or written is said in one line, never fails the job's outcome."""
-    from horovod.common import job_report
+    from horovod.common.plugin_api import job_report
 
     try:
         report = job_report.job_report(collect(read, job_key, size), size, failure=failure, ended=ended)

@@ -1,0 +1,78 @@
+"""The timeline file is valid JSON at every moment: while the job runs, after its process is
+killed outright, and when it stops at its size cap (HOROVOD_TIMELINE_MAX_BYTES) with a note."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+
+import horovod.common as hvd
+from horovod.common.testing import run_cluster
+
+FLUSH_S = 0.1  # Timeline::kFlushUs
+
+
+def test_the_file_parses_while_the_timeline_runs(tmp_path) -> None:
+    path = tmp_path / "running.json"
+
+    def case() -> list:
+        hvd.init()
+        hvd.allreduce(np.ones(4), name="first")
+        for _ in range(5):  # the engine cycles for each, and writes what it kept every FLUSH_S
+            time.sleep(2 * FLUSH_S)
+            hvd.allreduce(np.ones(4), name="tick")
+        events = json.loads(path.read_text()) if hvd.rank() == 0 else []  # the timeline still runs
+        hvd.allreduce(np.ones(4), name="after")
+        return events
+
+    events = run_cluster(case, 2, env={"HOROVOD_TIMELINE": str(path)})[0]
+    rows = {e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert "first" in rows, rows
+
+
+def test_a_killed_rank_leaves_a_file_that_parses(tmp_path) -> None:
+    path = tmp_path / "killed.json"
+    code = textwrap.dedent(
+        f"""
+        import os, signal, time
+        import numpy as np
+        import horovod.common as hvd
+        from horovod.common.testing import run_cluster
+
+        def case():
+            hvd.init()
+            for step in range(200):
+                hvd.allreduce(np.ones(64), name=f"step.{{step % 7}}")
+                if step == 100:
+                    time.sleep(0.3)  # the kept events are written by now
+                    os.kill(os.getpid(), signal.SIGKILL)
+
+        run_cluster(case, 2, env={{"HOROVOD_TIMELINE": {str(path)!r}}})
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    events = json.loads(path.read_text())
+    assert any(e.get("name") == "ALLREDUCE" for e in events), events[:5]
+
+
+def test_the_size_cap_stops_the_timeline_with_a_note(tmp_path) -> None:
+    path = tmp_path / "capped.json"
+    cap = 8192
+
+    def case() -> None:
+        hvd.init()
+        for step in range(300):
+            hvd.allreduce(np.ones(8), name=f"grad.{step % 20}")
+
+    run_cluster(case, 2, env={"HOROVOD_TIMELINE": str(path), "HOROVOD_TIMELINE_MAX_BYTES": str(cap)})
+    text = path.read_text()
+    events = json.loads(text)
+    assert len(text) < cap + 1024, len(text)
+    assert "reached its size cap of 8192 bytes" in events[-1]["name"], events[-1]
