@@ -226,3 +226,27 @@ def test_workers_threads_are_their_cpus_unless_set(capsys) -> None:
     finally:
         executor.shutdown()
     assert "each worker's CPUs in Ray" in capsys.readouterr().out
+
+
+def straggling(late: float) -> int:
+    import horovod.common as hvd
+
+    hvd.init()
+    for _ in range(4):
+        if hvd.rank() == 1:
+            time.sleep(late)
+        hvd.allreduce(np.ones(8, np.float32), name="gradient")
+    hvd.shutdown()  # each worker posts its part of the job-end report here
+    return 0
+
+
+def test_shutdown_prints_the_job_end_report_naming_the_straggler(capfd: pytest.CaptureFixture[str]) -> None:
+    executor = RayExecutor(RayExecutor.create_settings(timeout_s=30), num_workers=2, cpus_per_worker=1)
+    executor.start()
+    try:
+        executor.run(straggling, args=[0.3])
+    finally:
+        executor.shutdown()
+    err = capfd.readouterr().err
+    assert "horovod.ray: job report: 2 of 2 ranks reported" in err, err[-3000:]
+    assert "horovod.ray:   straggler: rank 1 arrived last at" in err, err[-3000:]

@@ -160,3 +160,26 @@ def test_a_ranks_threads_are_its_hosts_cores_over_its_ranks(monkeypatch) -> None
     env = spec.environment({"HOROVOD_LOCAL_SIZE": "2", "HOROVOD_RANK": "0"})
     assert env["OMP_NUM_THREADS"] == str(threads.share(threads.host_cores(), 2))
     assert env["MKL_NUM_THREADS"] == "3"
+
+
+def straggling_job() -> int:
+    import time
+
+    import numpy as np
+
+    import horovod.common as hvd
+
+    hvd.init()
+    for _ in range(4):
+        if hvd.rank() == 1:
+            time.sleep(0.3)
+        hvd.allreduce(np.ones(8, np.float32), name="gradient")
+    hvd.shutdown()
+    return 0
+
+
+def test_the_job_end_report_names_the_straggler(spark: object, capfd: pytest.CaptureFixture[str]) -> None:
+    horovod.spark.run(straggling_job, num_proc=2, start_timeout=120, verbose=1)
+    err = capfd.readouterr().err
+    assert "horovod.spark.run: job report: 2 of 2 ranks reported" in err, err[-3000:]
+    assert "horovod.spark.run:   straggler: rank 1 arrived last at" in err, err[-3000:]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -10,7 +11,7 @@ from horovod.ray import placement
 from horovod.ray.rendezvous import start_rendezvous
 from horovod.ray.settings import RaySettings
 from horovod.ray.worker import THREADS_DEFAULT, BaseHorovodWorker
-from horovod.runner import threads
+from horovod.runner import job_report, threads
 from horovod.runner.hosts import ranks_by_host
 from horovod.runner.job import placement_environment
 from horovod.runner.rendezvous.job import JobRendezvous
@@ -282,6 +283,17 @@ class RayExecutor:
         the rendezvous server. Idempotent."""
         import ray
 
+        if self._rendezvous is not None:  # the last job's report: each worker posted its own at hvd.shutdown()
+            job_report.finish(
+                self._rendezvous.server.get,
+                self._rendezvous.job_key,
+                len(self.workers),
+                failure=None,
+                ended={},
+                report_file=None,
+                quiet=False,
+                log=lambda line: print(f"horovod.ray: {line}", file=sys.stderr, flush=True),
+            )
         for worker in self.workers:
             ray.kill(worker, no_restart=True)
         self.workers = []

@@ -70,11 +70,14 @@ def finish(
     log: Callable[[str], None],
 ) -> dict[str, Any] | None:
     """Merges the ranks' reports, prints the summary and writes the JSON; returns the report. A
-    report that cannot be made or written is said in one line, never fails the job's outcome."""
+    report that cannot be made or written is said in one line, never fails the job's outcome. A
+    job that succeeded without any rank reporting (it never started Horovod) prints nothing."""
     from horovod.common.plugin_api import job_report
 
     try:
-        report = job_report.job_report(collect(read, job_key, size), size, failure=failure, ended=ended)
+        reports = collect(read, job_key, size)
+        quiet = quiet or (not reports and failure is None)
+        report = job_report.job_report(reports, size, failure=failure, ended=ended)
     except Exception as error:  # the job's own outcome stands whatever happens here
         log(f"job report: not made ({type(error).__name__}: {error})")
         return None

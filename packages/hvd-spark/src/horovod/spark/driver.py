@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
-from horovod.runner import exit_report
+from horovod.runner import exit_report, job_report
 from horovod.runner.hosts import ranks_by_host
 from horovod.runner.job import placement_environment
 from horovod.runner.output import OutputRouter
@@ -187,10 +187,28 @@ class SparkJob:
                 rank_env = placement_environment(self._rendezvous.env, placement)
                 self._rendezvous.server.set(keys.environment(spec.job_key, partition), json.dumps(rank_env).encode())
             self._wait_for_end(job)
+            self._report()
             return self._results(job)
         finally:
             self._rendezvous.stop()
             self._output.close()
+
+    def _report(self) -> None:
+        """The job-end report (:mod:`horovod.runner.job_report`): each rank posted its own as it
+        shut Horovod down; the ranks that failed are named with what they reported."""
+        with self._changed:
+            failures = sorted(self._failures)
+        first = failures[0] if failures else None
+        job_report.finish(
+            self._rendezvous.server.get,
+            self._rendezvous.job_key,
+            self._num_proc,
+            failure=f"rank {first[1]} failed: {first[2]}" if first else None,
+            ended={rank: f"failed: {reason}" for _, rank, reason in failures},
+            report_file=None,
+            quiet=False,
+            log=self._log,
+        )
 
     def _wait_for_tasks(self, job: SparkJobThread) -> dict[int, str]:
         deadline = time.monotonic() + self._start_timeout_s
