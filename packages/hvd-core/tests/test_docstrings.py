@@ -11,6 +11,7 @@ def test_every_public_parameter_is_documented() -> None:
             "horovod.common",
             "horovod.common.framework_api",
             "horovod.common.job_report",
+            "horovod.common.timelines",
             "horovod.common.elastic",
             "horovod.common.plugin_api",
         ]

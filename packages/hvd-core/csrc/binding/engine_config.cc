@@ -27,6 +27,7 @@ void BindEngineConfig(nb::module_& m) {
       .def_rw("timeline_path", &EngineConfig::timeline_path)
       .def_rw("timeline_mark_cycles", &EngineConfig::timeline_mark_cycles)
       .def_rw("timeline_max_bytes", &EngineConfig::timeline_max_bytes)
+      .def_rw("timeline_all_ranks", &EngineConfig::timeline_all_ranks)
       .def_rw("log_level", &EngineConfig::log_level)
       .def_rw("log_hide_time", &EngineConfig::log_hide_time)
       .def_rw("timeout_ms", &EngineConfig::timeout_ms)

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <sstream>
 
@@ -47,7 +48,7 @@ std::string JsonEscape(const std::string& s) {
 
 }  // namespace
 
-Status Timeline::Start(const std::string& path, bool mark_cycles, int64_t max_bytes) {
+Status Timeline::Start(const std::string& path, bool mark_cycles, int64_t max_bytes, int32_t rank) {
   std::lock_guard<std::mutex> lk(mu_);
   CloseFile();
   fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -67,6 +68,13 @@ Status Timeline::Start(const std::string& path, bool mark_cycles, int64_t max_by
   rows_.clear();
   mark_cycles_ = mark_cycles;
   start_us_ = NowMicros();
+  const int64_t unix_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  std::ostringstream clock;
+  clock << "{\"name\": \"hvd_clock\", \"ph\": \"M\", \"pid\": 0, \"args\": {\"rank\": " << rank
+        << ", \"start_monotonic_us\": " << start_us_ << ", \"start_unix_us\": " << unix_us << "}}";
+  Event(clock.str());
   active_.store(true);
   return Status::Ok();
 }

@@ -19,8 +19,10 @@ namespace hvdcore {
 class Timeline {
  public:
   ~Timeline() { Stop(); }
-  // `max_bytes` > 0: the file stops growing at about that size (the note says so).
-  Status Start(const std::string& path, bool mark_cycles, int64_t max_bytes = 0);
+  // `max_bytes` > 0: the file stops growing at about that size (the note says so). The file's first
+  // event, "hvd_clock", gives `rank` and where its times start: on this host's monotonic clock
+  // (the events' ts count from there) and in Unix time, which a merge of the ranks' files aligns by.
+  Status Start(const std::string& path, bool mark_cycles, int64_t max_bytes = 0, int32_t rank = 0);
   void Stop();
   // A hint for callers that skip building an event's text when no timeline runs; every method
   // checks again under the lock, as Start and Stop may run on another thread at any moment.

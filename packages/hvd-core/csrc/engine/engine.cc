@@ -254,8 +254,9 @@ void Engine::Start() {
       throw StatusError{st};
     }
   }
-  if (!config_.timeline_path.empty() && config_.rank == 0) {
-    Status st = timeline_.Start(config_.timeline_path, config_.timeline_mark_cycles, config_.timeline_max_bytes);
+  if (!config_.timeline_path.empty() && (config_.rank == 0 || config_.timeline_all_ranks)) {
+    Status st = timeline_.Start(TimelinePath(config_.timeline_path), config_.timeline_mark_cycles,
+                                config_.timeline_max_bytes, config_.rank);
     if (!st.ok()) HVD_LOG(log_, kWarning) << st.message();
   }
   running_ = true;
@@ -506,9 +507,13 @@ int32_t Engine::ProcessSetRank(int32_t id) {
   return ps ? ps->my_rank : -1;
 }
 
+std::string Engine::TimelinePath(const std::string& path) const {
+  return config_.timeline_all_ranks ? path + ".rank" + std::to_string(config_.rank) : path;
+}
+
 void Engine::StartTimeline(const std::string& path, bool mark_cycles) {
-  if (config_.rank != 0) return;  // rank 0 writes the job's timeline
-  Status st = timeline_.Start(path, mark_cycles, config_.timeline_max_bytes);
+  if (config_.rank != 0 && !config_.timeline_all_ranks) return;  // rank 0 writes the job's timeline
+  Status st = timeline_.Start(TimelinePath(path), mark_cycles, config_.timeline_max_bytes, config_.rank);
   if (!st.ok()) throw StatusError{st};
 }
 

@@ -52,6 +52,8 @@ struct EngineConfig {
   std::string timeline_path;  // empty: no timeline at start
   bool timeline_mark_cycles = false;
   int64_t timeline_max_bytes = 0;  // the timeline file's size cap (0: none)
+  // Every rank writes its own timeline, at timeline_path + ".rank<N>" (else rank 0 alone, at the path).
+  bool timeline_all_ranks = false;
   int log_level = (int)LogLevel::kWarning;
   bool log_hide_time = false;
   int64_t timeout_ms = 30000;
@@ -129,6 +131,8 @@ class Engine {
   int32_t ProcessSetRank(int32_t id);
 
   void StartTimeline(const std::string& path, bool mark_cycles);
+  // Where this rank writes the timeline asked for at `path` (its own file when every rank writes one).
+  std::string TimelinePath(const std::string& path) const;
   void StopTimeline();
 
   // Autotuning (negotiation/tuned_settings.h). On rank 0: `settings` for every rank, sent in its

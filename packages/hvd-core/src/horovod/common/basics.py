@@ -6,6 +6,7 @@ in earlier releases.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from horovod.common import state, util
@@ -72,12 +73,18 @@ def is_homogeneous() -> bool:
 
 
 def start_timeline(file_path: str, mark_cycles: bool = False) -> None:
-    """Starts writing a Chrome-trace timeline (rank 0 writes it; other ranks do nothing).
+    """Starts writing a Chrome-trace timeline (rank 0 writes it; other ranks do nothing, unless
+    ``HOROVOD_TIMELINE_ALL_RANKS=1``: then each rank writes ``<file_path>.rank<N>``, and every rank
+    must call this, as the ranks then measure their clocks' offsets: :mod:`horovod.common.timelines`).
 
     :param file_path: the file the timeline (a Chrome trace, ``chrome://tracing``) is written to.
     :param mark_cycles: also mark each cycle of the engine's background loop in the timeline.
     """
     state.context().engine.start_timeline(str(file_path), mark_cycles)
+    if os.environ.get("HOROVOD_TIMELINE_ALL_RANKS", "").strip().lower() in ("1", "true", "yes", "on"):
+        from horovod.common import timelines  # every rank writes its own: the clocks are measured now
+
+        timelines.note_clock(f"{file_path}.rank{rank()}")
 
 
 def stop_timeline() -> None:

@@ -204,6 +204,7 @@ def engine_config(
     config.timeline_path = "" if timeline in ("", "DYNAMIC") else timeline
     config.timeline_mark_cycles = _bool(env, "HOROVOD_TIMELINE_MARK_CYCLES")
     config.timeline_max_bytes = _int(env, "HOROVOD_TIMELINE_MAX_BYTES", 0)
+    config.timeline_all_ranks = _bool(env, "HOROVOD_TIMELINE_ALL_RANKS")
     level = env.get("HOROVOD_LOG_LEVEL", "warning").strip().lower() or "warning"
     if level not in LOG_LEVELS:
         raise ValueError(f"HOROVOD_LOG_LEVEL={level!r} is not one of {', '.join(LOG_LEVELS)}")

@@ -123,6 +123,10 @@ def init(comm: Sequence[int] | Any | None = None, process_sets: Sequence[Any] | 
             _shutdown_at_exit()
         if from_comms:  # every rank has them (its own communicators), as Horovod requires
             _register_comm_sets(slot, plugins, engine, from_comms, comm, spec.name, static_sets)
+        if settings.timeline_all_ranks and settings.timeline_path:  # every rank's on one clock
+            from horovod.common import timelines
+
+            timelines.note_clock(f"{settings.timeline_path}.rank{topology.rank}")
     plugins.after_init(topology.rank, topology.size, spec.name)
 
 

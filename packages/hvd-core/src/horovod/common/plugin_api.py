@@ -18,7 +18,7 @@ Importing this module loads no native code and nothing heavy: plugins' ``hooks.p
 
 from __future__ import annotations
 
-from horovod.common import job_report
+from horovod.common import job_report, timelines
 from horovod.common.backend_library import find_backend_library
 from horovod.common.config import failure_report_key
 from horovod.common.elastic import protocol as elastic_protocol
@@ -33,7 +33,8 @@ from horovod.common.world import ExternalWorld, Topology
 #: ``lazy_exports``, for framework packages whose ``__init__`` must not import the framework;
 #: 1.2: ``elastic_protocol``, the contract between an elastic job's driver and its workers; 1.3:
 #: ``declared_exports``, a framework package's exports read from its ``TYPE_CHECKING`` imports;
-#: 1.4: ``job_report``, the job-end report a launcher gathers from its ranks).
+#: 1.4: ``job_report``, the job-end report a launcher gathers from its ranks, and ``timelines``,
+#: the merge of the ranks' timelines).
 API_VERSION = (1, 4)
 
 __all__ = [
@@ -54,4 +55,5 @@ __all__ = [
     "hookimpl",
     "job_report",
     "lazy_exports",
+    "timelines",
 ]

@@ -351,6 +351,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="Stop the timeline, with a note as its last event, when its file reaches this many MB "
         "(HOROVOD_TIMELINE_MAX_BYTES; default 0: no cap).",
     )
+    _switch(
+        timeline,
+        "--timeline-all-ranks",
+        dest="timeline_all_ranks",
+        help="Every rank writes its own timeline (<FILE>.rank<N>, HOROVOD_TIMELINE_ALL_RANKS=1); horovodrun merges "
+        "them into FILE when the job ends, on one clock, a track per rank.",
+    )
     cycles = timeline.add_mutually_exclusive_group()
     _switch(cycles, "--timeline-mark-cycles", dest="timeline_mark_cycles", help="HOROVOD_TIMELINE_MARK_CYCLES=1.")
     _switch(cycles, "--no-timeline-mark-cycles", dest="timeline_mark_cycles", value=False, help=argparse.SUPPRESS)
