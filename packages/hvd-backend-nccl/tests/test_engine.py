@@ -10,6 +10,7 @@ ordered by an event as a race.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -242,22 +243,35 @@ def test_a_joined_rank_takes_part_with_neutral_data_on_its_device() -> None:
     assert run(case, 2) == [4.0, -1.0]
 
 
-def test_an_asynchronous_nccl_error_fails_every_rank_naming_the_tensor(fake: Any) -> None:
-    """NCCL reports an error after the collective was queued (a peer's network failed): the engine,
-    polling the backend, aborts the communicator and stops; every rank raises, none hangs."""
-
-    def case(t: DeviceTensors) -> str:
-        x = np.ones((16,), np.float32)
-        xs = t.put(x)
-        t.submit("allreduce", "warmup", xs, x, op=hvd.Sum, inplace=True).wait()
+def _steps_until_an_error(fake: Any, t: DeviceTensors, fails_here: bool) -> str:
+    """Allreduces until the engine fails; NCCL reports an error on this rank if `fails_here`."""
+    x = np.ones((16,), np.float32)
+    xs = t.put(x)
+    t.submit("allreduce", "warmup", xs, x, op=hvd.Sum, inplace=True).wait()
+    if fails_here:
         fake.set_async_error(hvd.rank(), NCCL_REMOTE_ERROR)
-        try:
-            for step in range(1000):
-                t.submit("allreduce", f"grad.{step}", xs, x, op=hvd.Sum, inplace=True).wait()
-        except hvd.HorovodInternalError as error:
-            return str(error)
-        return "no error"
+    try:
+        for step in range(1000):
+            t.submit("allreduce", f"grad.{step}", xs, x, op=hvd.Sum, inplace=True).wait()
+    except hvd.HorovodInternalError as error:
+        return str(error)
+    return "no error"
 
-    for message in run(case, 2):
+
+def test_an_asynchronous_nccl_error_fails_every_rank_naming_the_rank(fake: Any) -> None:
+    """NCCL reports an error after the collective was queued, or while idle (a peer's network
+    failed): the engine, polling the backend, aborts the communicator and stops; every rank raises
+    it, naming the rank that found it; none hangs."""
+    for message in run(lambda t: _steps_until_an_error(fake, t, fails_here=True), 2):
         assert "remote process exited or there was a network error" in message, message
-        assert "allreduce of tensor 'grad." in message, message
+        assert re.search(r"\(rank [01] of 2, NCCL", message), message
+
+
+def test_an_nccl_error_on_one_rank_reaches_the_others_at_once(fake: Any) -> None:
+    """Only rank 1 finds the error: it stops at the next cycle, which carries its error to rank 0,
+    instead of leaving rank 0 waiting on its negotiation until the timeout."""
+    messages = run(lambda t: _steps_until_an_error(fake, t, fails_here=hvd.rank() == 1), 2)
+    for message in messages:
+        assert "(rank 1 of 2, NCCL" in message, message
+        assert "remote process exited or there was a network error" in message, message
+        assert "timed out" not in message, message

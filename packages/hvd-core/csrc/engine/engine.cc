@@ -144,6 +144,17 @@ Status Engine::WatchDeviceWork(const std::vector<ProcessSet*>& sets) {
   return Status::Ok();
 }
 
+void Engine::StopAfterDeviceFailure(const Status& failure) {
+  // Peers raise it as it is (a device backend's message names its rank, as NCCL's does).
+  PublishStopReason(store_.get(), config_.key_prefix, config_.rank, failure);
+  std::lock_guard<std::mutex> lk(mu_);
+  shutdown_requested_ = true;
+  if (deferred_failure_.ok() || deferred_cause_ != StopCause::kTransport) {
+    deferred_failure_ = failure;
+    deferred_cause_ = StopCause::kTransport;
+  }
+}
+
 Status Engine::ConnectHierarchy(ProcessSet& global) {
   const bool asked = config_.hierarchical_allreduce || config_.hierarchical_allgather;
   if (!(asked || config_.autotune) || global.size() < 2) return Status::Ok();
@@ -597,9 +608,10 @@ void Engine::Loop() {
   }
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (failure.ok() && !deferred_failure_.ok()) {
+    // A device failure is the cause of whatever the negotiation saw after it.
+    if (!deferred_failure_.ok() && (failure.ok() || deferred_cause_ == StopCause::kTransport)) {
       failure = deferred_failure_;
-      cause = StopCause::kStall;
+      cause = deferred_cause_;
     }
   }
   FailEverything(failure.ok() ? Status::Aborted("Horovod has been shut down") : failure, cause);
@@ -653,11 +665,8 @@ bool Engine::RunIteration() {
   }
   if (!stop && arrived_.epoch) ApplySettings(arrived_);
   if (!stop && device_backend_) {  // work queued on the device backend that failed since
-    failure = WatchDeviceWork(active);
-    if (!failure.ok()) {
-      stop = true;
-      cause_ = StopCause::kTransport;
-    }
+    Status device_failure = WatchDeviceWork(active);
+    if (!device_failure.ok()) StopAfterDeviceFailure(device_failure);
   }
   if (!anyone_busy) {
     const auto cycle = cycle_.load();
@@ -748,7 +757,10 @@ Status Engine::RunSet(ProcessSet& ps, StopWish wish, bool* stop, bool* anyone_bu
       PublishStopReason(store_.get(), config_.key_prefix, config_.rank, stall);
       std::lock_guard<std::mutex> lk(mu_);
       shutdown_requested_ = true;
-      if (deferred_failure_.ok()) deferred_failure_ = stall;
+      if (deferred_failure_.ok()) {
+        deferred_failure_ = stall;
+        deferred_cause_ = StopCause::kStall;
+      }
       return Status::Ok();
     }
     *stop = true;
@@ -766,6 +778,10 @@ Status Engine::RunSet(ProcessSet& ps, StopWish wish, bool* stop, bool* anyone_bu
   }
   st = ExecuteCycle(ps, result);
   ps.ForgetCompleted();  // once per cycle, after everything this cycle completed
+  if (!st.ok() && executor_.TakeDeviceFailure()) {  // negotiation still works: it carries the stop
+    StopAfterDeviceFailure(st);
+    return Status::Ok();
+  }
   if (!st.ok()) *cause = StopCause::kTransport;
   return st;
 }

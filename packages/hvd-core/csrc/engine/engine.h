@@ -205,6 +205,10 @@ class Engine {
   Status ConnectDevice(ProcessSet& ps, int32_t device_id, bool host, DeviceComm** out);
   // Failures of work queued on the device backend (backend/device_comm.h), for the sets in `sets`.
   Status WatchDeviceWork(const std::vector<ProcessSet*>& sets);
+  // A device failure (NCCL's asynchronous error) stops this rank at the next global cycle, which
+  // carries it to every rank (its message published in the store): stopping at once would leave
+  // the peers waiting on this rank's negotiation until their timeout.
+  void StopAfterDeviceFailure(const Status& failure);
   // Records a device entry's ready event on the caller's stream (requires mu_).
   Status MarkReady(TensorEntry& e);
   // Queues a refused group member in `ps` (requires mu_, through `lk`, which it may release).
@@ -276,7 +280,8 @@ class Engine {
   std::chrono::steady_clock::time_point first_enqueue_;  // of the operations now in queue_
   uint64_t rings_at_first_enqueue_ = 0;  // bell_->rings() then
   Status stop_status_;
-  Status deferred_failure_;  // a process set's stall shutdown, raised once the global set stops
+  Status deferred_failure_;  // raised once the global set stops: a process set's stall, a device failure
+  StopCause deferred_cause_ = StopCause::kStall;
   std::thread thread_;
 };
 

@@ -104,6 +104,7 @@ Status Executor::RunPlaced(ProcessSet& ps, const Response& r, std::vector<std::u
       r.op != ReduceOp::kAdasum) {
     bool declined = false;
     Status st = RunOnDevice(ps, r, entries, &declined);
+    device_failure_ = !declined && !st.ok();
     if (!declined) return st;
   }
   // Entries of one response are on one kind of device (negotiation agreed); the first one's device

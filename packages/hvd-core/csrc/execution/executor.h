@@ -5,6 +5,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/output_pool.h"
@@ -68,6 +69,10 @@ class Executor {
   Status Execute(ProcessSet& ps, std::vector<Response> responses);
   // Completes the ops whose data arrived inline with negotiation (no backend call).
   void ExecuteInline(ProcessSet& ps, const std::vector<InlineCompletion>& completions);
+
+  // Whether the failure Execute returned last was the device backend's (its communicator failed,
+  // the engine's own connections did not), and forgets it.
+  bool TakeDeviceFailure() { return std::exchange(device_failure_, false); }
 
   // The fusion threshold, which the autotuner changes between cycles on every rank alike.
   void SetFusionThreshold(int64_t bytes) { fusion_threshold_ = bytes; }
@@ -135,6 +140,7 @@ class Executor {
   CompleteFn complete_;
   std::vector<uint8_t> adasum_scratch_;  // what the peers' pieces arrive in (execution/adasum.h)
   ThroughputMeter meter_;
+  bool device_failure_ = false;
 };
 
 }  // namespace hvdcore
