@@ -82,3 +82,9 @@ def test_the_ranks_timelines_merge_on_one_clock(job_env: dict[str, str], tmp_pat
         assert min(done_at) >= max(submitted) - slack, (step, submitted, done_at, slack)
         # The late rank submits last, by about its sleep (it cannot be sooner).
         assert submitted[2] - max(submitted[:2]) >= 0.8 * LATE_S * 1e6 - slack, (step, submitted)
+    # The picture of it: a band per rank, a bar per phase.
+    from horovod.common.plugin_api import timelines
+
+    svg = timelines.to_svg(merged)
+    assert svg.startswith("<svg") and all(f">rank {r}</text>" in svg for r in range(3))
+    assert svg.count("<title>NEGOTIATE_ALLREDUCE") >= 3 * STEPS and svg.count("<title>ALLREDUCE ") >= 3 * STEPS

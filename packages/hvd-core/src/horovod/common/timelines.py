@@ -13,6 +13,7 @@ median difference of the ranks' completions, after alignment, is the skew left; 
 metadata gives it beside the measured offsets.
 
     python -m horovod.common.timelines OUT RANK_FILE...     # merge (horovodrun does it by itself)
+    python -m horovod.common.timelines --svg OUT.svg MERGED  # a picture of a merged trace (:func:`to_svg`)
 
 .. versionadded:: 0.2
 """
@@ -27,10 +28,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["clock_file", "measure_clock_offset", "merge", "note_clock", "rank_files"]
+__all__ = ["clock_file", "measure_clock_offset", "merge", "note_clock", "rank_files", "to_svg"]
 
 #: Allgathers the clock measurement takes.
 CLOCK_ROUNDS = 7
+#: The rows of the clock measurement's collectives (left out of the picture).
+CLOCK_ROWS = "hvd.clock."
 #: Phases whose end marks a collective's completion, for the end check.
 COMPLETIONS = ("ALLREDUCE", "ALLGATHER", "BROADCAST", "ALLTOALL", "REDUCESCATTER")
 
@@ -63,10 +66,10 @@ def measure_clock_offset(rounds: int = CLOCK_ROUNDS) -> tuple[float, float]:
     import horovod.common as hvd
 
     readings = []
-    hvd.allgather(np.zeros((1, 1), np.int64), name="hvd.clock.sync")
+    hvd.allgather(np.zeros((1, 1), np.int64), name=CLOCK_ROWS + "sync")
     for k in range(rounds):
         now = time.monotonic_ns() // 1000  # the microseconds of the timeline's events
-        gathered = hvd.allgather(np.array([[now]], np.int64), name=f"hvd.clock.{k}")
+        gathered = hvd.allgather(np.array([[now]], np.int64), name=f"{CLOCK_ROWS}{k}")
         readings.append(int(gathered[hvd.rank(), 0]) - int(gathered[0, 0]))
     offset = statistics.median(readings)
     return float(offset), float(max(abs(r - offset) for r in readings))
@@ -168,11 +171,104 @@ def merge(out: str | Path, paths: Sequence[str | Path]) -> dict[str, Any]:
     return metadata
 
 
+#: The picture's phases and their colours; other phases are grey.
+PHASE_COLOURS = {
+    "NEGOTIATE": "#f2b84b",  # submitted, waiting for every rank to submit it too
+    "ALLREDUCE": "#3f7fbf",
+    "ALLGATHER": "#5aa36b",
+    "BROADCAST": "#8e6cc0",
+    "ALLTOALL": "#c0605a",
+    "REDUCESCATTER": "#4bb3b3",
+    "MEMCPY": "#9aa7b4",
+}
+
+
+def _colour(phase: str) -> str:
+    for prefix, colour in PHASE_COLOURS.items():
+        if phase.startswith(prefix):
+            return colour
+    return "#bbbbbb"
+
+
+def to_svg(trace: dict[str, Any], width: int = 1200, row_height: int = 16) -> str:
+    """A picture of a merged trace (:func:`merge`'s file, loaded): a band per rank, a row per
+    tensor, each phase a bar on the common time axis (negotiation, the wait for peers included, in
+    amber). For documentation and a quick look; Perfetto shows the same trace with every detail.
+
+    The rows of the clock measurement's own collectives (``hvd.clock.*``) are left out.
+
+    :param trace: the merged trace (``json.load`` of its file).
+    :param width: the picture's width in pixels.
+    :param row_height: each row's height in pixels.
+    """
+    from xml.sax.saxutils import escape
+
+    events = trace["traceEvents"]
+    tracks = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    rows = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    spans: list[tuple[int, int, str, float, float]] = []
+    open_spans: dict[tuple[int, int], list[tuple[str, float]]] = {}
+    for e in events:
+        key = (e.get("pid", 0), e.get("tid", 0))
+        if e.get("ph") == "B":
+            open_spans.setdefault(key, []).append((e.get("name", ""), e["ts"]))
+        elif e.get("ph") == "E" and open_spans.get(key):
+            name, begin = open_spans[key].pop()
+            if not rows.get(key, "").startswith(CLOCK_ROWS):
+                spans.append((key[0], key[1], name, begin, e["ts"]))
+    if not spans:
+        raise ValueError("the trace has no phases to draw")
+    start, end = min(s[3] for s in spans), max(s[4] for s in spans)
+    label, axis = 150, 24
+    scale = (width - label - 50) / max(end - start, 1.0)
+    used = sorted({(rank, row) for rank, row, *_ in spans})
+    y_of = {key: axis + i * row_height + 18 * sorted(tracks).index(key[0]) for i, key in enumerate(used)}
+    height = max(y_of.values()) + row_height + 30
+    size = f'width="{width}" height="{height}"'
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" {size} font-family="sans-serif" font-size="11">',
+        f'<rect {size} fill="white"/>',
+    ]
+    step = 10 ** max(0, len(str(int((end - start) / 5))) - 1)  # a round tick interval, in microseconds
+    tick = start
+    while tick <= end:
+        x = label + (tick - start) * scale
+        out.append(f'<line x1="{x:.1f}" y1="{axis - 6}" x2="{x:.1f}" y2="{height}" stroke="#eeeeee"/>')
+        out.append(f'<text x="{x:.1f}" y="{axis - 10}" fill="#666">{(tick - start) / 1000:.0f} ms</text>')
+        tick += step * 5
+    for rank in sorted(tracks):
+        first = min(y for key, y in y_of.items() if key[0] == rank)
+        out.append(f'<text x="4" y="{first - 4}" font-weight="bold">{escape(tracks[rank])}</text>')
+    for key, y in y_of.items():
+        out.append(f'<text x="14" y="{y + row_height - 4}" fill="#333">{escape(rows.get(key, "cycles"))[:22]}</text>')
+    for rank, row, name, begin, finish in spans:
+        x = label + (begin - start) * scale
+        w = max((finish - begin) * scale, 1.0)
+        out.append(
+            f'<rect x="{x:.1f}" y="{y_of[(rank, row)] + 2}" width="{w:.1f}" height="{row_height - 4}" '
+            f'fill="{_colour(name)}"><title>{escape(name)} {(finish - begin) / 1000:.2f} ms</title></rect>'
+        )
+    x = label
+    for phase in ("NEGOTIATE", "ALLREDUCE", "ALLGATHER", "BROADCAST"):
+        out.append(f'<rect x="{x}" y="{height - 16}" width="10" height="10" fill="{_colour(phase)}"/>')
+        out.append(f'<text x="{x + 14}" y="{height - 7}" fill="#333">{phase.lower()}</text>')
+        x += 110
+    note = "(negotiation: from submission until every rank has it)"
+    out.append(f'<text x="{x}" y="{height - 7}" fill="#666">{note}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m horovod.common.timelines", description=__doc__.split("\n\n")[0])
-    parser.add_argument("out", help="the merged trace")
+    parser.add_argument("out", help="the merged trace (with --svg: the picture)")
     parser.add_argument("timelines", nargs="+", help="the ranks' timeline files (<HOROVOD_TIMELINE>.rank<N>)")
+    parser.add_argument("--svg", action="store_true", help="draw the one merged trace given instead of merging")
     args = parser.parse_args(argv)
+    if args.svg:
+        (trace,) = (json.loads(Path(path).read_text()) for path in args.timelines)
+        Path(args.out).write_text(to_svg(trace))
+        return
     print(json.dumps(merge(args.out, args.timelines)))
 
 
