@@ -1,5 +1,6 @@
 """The timeline file is valid JSON at every moment: while the job runs, after its process is
-killed outright, and when it stops at its size cap (HOROVOD_TIMELINE_MAX_BYTES) with a note."""
+killed outright, and when it stops at its size cap (HOROVOD_TIMELINE_MAX_BYTES) with a note. A
+step window (HOROVOD_TIMELINE_STEPS) records only those steps."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import textwrap
 import time
 
 import numpy as np
+import pytest
 
 import horovod.common as hvd
+from horovod.common.config import timeline_steps
 from horovod.common.testing import run_cluster
 
 FLUSH_S = 0.1  # Timeline::kFlushUs
@@ -76,3 +79,35 @@ def test_the_size_cap_stops_the_timeline_with_a_note(tmp_path) -> None:
     events = json.loads(text)
     assert len(text) < cap + 1024, len(text)
     assert "reached its size cap of 8192 bytes" in events[-1]["name"], events[-1]
+
+
+def test_a_step_window_records_only_those_steps(tmp_path) -> None:
+    """HOROVOD_TIMELINE_STEPS=2:4: the timeline starts as step 2 begins (where a tensor name comes
+    again for the second time) and stops as step 4 begins: two steps' collectives, each complete."""
+    path = tmp_path / "window.json"
+
+    def case() -> None:
+        hvd.init()
+        for step in range(6):
+            hvd.allreduce(np.full(8, step, np.float32), name="grad.a")
+            hvd.allreduce(np.full(8 << 16, step, np.float32), name="grad.b")  # large: not inline
+
+    run_cluster(case, 2, env={"HOROVOD_TIMELINE": str(path), "HOROVOD_TIMELINE_STEPS": "2:4"})
+    events = json.loads(path.read_text())
+    rows = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    begun: dict[str, list[str]] = {}
+    for e in events:
+        if e["ph"] == "B":
+            begun.setdefault(rows[e["pid"]], []).append(e["name"])
+    assert sorted(begun) == ["grad.a", "grad.b"], begun
+    for tensor, activities in begun.items():  # negotiations reach past both ends: left out
+        moved = [a for a in activities if not a.startswith("NEGOTIATE")]
+        assert len(moved) == 2 and moved[0] == moved[1], (tensor, activities)
+    assert sum(e["ph"] == "B" for e in events) == sum(e["ph"] == "E" for e in events)
+
+
+def test_a_step_window_is_checked() -> None:
+    assert timeline_steps("10:20") == (10, 20) and timeline_steps("3:") == (3, -1) and timeline_steps(None) == (0, -1)
+    for bad in ("4:2", "5", "a:b", "-1:3", "2:2"):
+        with pytest.raises(ValueError, match=r"HOROVOD_TIMELINE_STEPS=.* is not a window of steps: expected A:B"):
+            timeline_steps(bad)

@@ -394,6 +394,7 @@ def test_an_unreachable_host_exits_1_naming_it() -> None:
         (["-np", "1", "--log-level", "LOUD"], "argument --log-level: 'LOUD' is not one of"),
         (["-np", "1", "--min-np", "2"], "-np 1 is below --min-np 2"),
         (["--min-np", "2", "--max-np", "1"], "--min-np 2 <= -np 2 <= --max-np 1 does not hold"),
+        (["-np", "1", "--timeline-steps", "9:3"], "argument --timeline-steps: '9:3' is not a window of steps"),
         (
             ["-H", "localhost:1,127.0.0.1:1,hvd-no-such-remote-host:1"],
             "hosts localhost, 127.0.0.1 are all this machine: list it once, with all its slots",

@@ -28,6 +28,8 @@ void BindEngineConfig(nb::module_& m) {
       .def_rw("timeline_mark_cycles", &EngineConfig::timeline_mark_cycles)
       .def_rw("timeline_max_bytes", &EngineConfig::timeline_max_bytes)
       .def_rw("timeline_all_ranks", &EngineConfig::timeline_all_ranks)
+      .def_rw("timeline_steps_from", &EngineConfig::timeline_steps_from)
+      .def_rw("timeline_steps_to", &EngineConfig::timeline_steps_to)
       .def_rw("log_level", &EngineConfig::log_level)
       .def_rw("log_hide_time", &EngineConfig::log_hide_time)
       .def_rw("timeout_ms", &EngineConfig::timeout_ms)

@@ -42,6 +42,9 @@ Engine::Engine(EngineConfig config, std::shared_ptr<Backend> backend, std::share
   applied_.settings.hierarchical_allreduce = config_.hierarchical_allreduce;
   applied_.settings.hierarchical_allgather = config_.hierarchical_allgather;
   if (config_.autotune && config_.rank == 0) executor_.meter().EnableSteps();
+  if (!config_.timeline_path.empty() && (config_.timeline_steps_from > 0 || config_.timeline_steps_to >= 0)) {
+    executor_.meter().EnableSteps([this](uint64_t steps) { FollowTimelineWindow(steps); });
+  }
   bell_->Attach(
       [this] {
         std::lock_guard<std::mutex> lk(mu_);
@@ -265,11 +268,7 @@ void Engine::Start() {
       throw StatusError{st};
     }
   }
-  if (!config_.timeline_path.empty() && (config_.rank == 0 || config_.timeline_all_ranks)) {
-    Status st = timeline_.Start(TimelinePath(config_.timeline_path), config_.timeline_mark_cycles,
-                                config_.timeline_max_bytes, config_.rank);
-    if (!st.ok()) HVD_LOG(log_, kWarning) << st.message();
-  }
+  if (config_.timeline_steps_from == 0 && config_.timeline_steps_to != 0) StartConfiguredTimeline();
   running_ = true;
   thread_ = std::thread([this] { Loop(); });
   NameAndPin(thread_);
@@ -529,6 +528,18 @@ void Engine::StartTimeline(const std::string& path, bool mark_cycles) {
 }
 
 void Engine::StopTimeline() { timeline_.Stop(); }
+
+void Engine::StartConfiguredTimeline() {
+  if (config_.timeline_path.empty() || (config_.rank != 0 && !config_.timeline_all_ranks)) return;
+  Status st = timeline_.Start(TimelinePath(config_.timeline_path), config_.timeline_mark_cycles,
+                              config_.timeline_max_bytes, config_.rank);
+  if (!st.ok()) HVD_LOG(log_, kWarning) << st.message();
+}
+
+void Engine::FollowTimelineWindow(uint64_t steps) {
+  if ((int64_t)steps == config_.timeline_steps_from) StartConfiguredTimeline();
+  if ((int64_t)steps == config_.timeline_steps_to) timeline_.Stop();
+}
 
 void Engine::Complete(ProcessSet& ps, std::unique_ptr<TensorEntry> e, Status status) {
   {

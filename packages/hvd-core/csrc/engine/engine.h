@@ -54,6 +54,10 @@ struct EngineConfig {
   int64_t timeline_max_bytes = 0;  // the timeline file's size cap (0: none)
   // Every rank writes its own timeline, at timeline_path + ".rank<N>" (else rank 0 alone, at the path).
   bool timeline_all_ranks = false;
+  // The timeline at timeline_path covers training steps [from, to) as this rank counts them
+  // (execution/throughput_meter.h): from 0, it starts with the engine; to -1, it runs to the end.
+  int64_t timeline_steps_from = 0;
+  int64_t timeline_steps_to = -1;
   int log_level = (int)LogLevel::kWarning;
   bool log_hide_time = false;
   int64_t timeout_ms = 30000;
@@ -209,6 +213,10 @@ class Engine {
   // carries it to every rank (its message published in the store): stopping at once would leave
   // the peers waiting on this rank's negotiation until their timeout.
   void StopAfterDeviceFailure(const Status& failure);
+  // HOROVOD_TIMELINE_STEPS: starts or stops the timeline file as step `steps` begins.
+  void FollowTimelineWindow(uint64_t steps);
+  // The timeline at config_.timeline_path, where this rank writes one.
+  void StartConfiguredTimeline();
   // Records a device entry's ready event on the caller's stream (requires mu_).
   Status MarkReady(TensorEntry& e);
   // Queues a refused group member in `ps` (requires mu_, through `lk`, which it may release).

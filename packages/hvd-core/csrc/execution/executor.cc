@@ -74,10 +74,11 @@ Status Executor::Execute(ProcessSet& ps, std::vector<Response> responses) {
       failure = Status::Aborted("negotiation produced a response for tensor '" + r.names[0] +
                                 "' that this rank never submitted");
     }
+    for (const std::string& name : r.names) meter_.Arrive(name);  // a step may begin (timeline window)
     const int64_t started_us = NowMicros();
     Status st = failure.ok() ? RunPlaced(ps, r, entries) : failure;
     for (size_t i = 0; i < r.names.size() && st.ok(); ++i)
-      meter_.Record(r.names[i], (uint64_t)Elements(r.shapes[i]) * hvd::dtype_size(r.dtype));
+      meter_.Moved((uint64_t)Elements(r.shapes[i]) * hvd::dtype_size(r.dtype));
     if (st.ok() && job_stats_) RecordJobStats(ps, r, entries, started_us, NowMicros());
     // Last first: a caller synchronizes in submission order, so it wakes once, when the whole
     // batch is complete, instead of at its first tensor, to compete for its core with the
@@ -209,6 +210,7 @@ void Executor::ExecuteInline(ProcessSet& ps, const std::vector<InlineCompletion>
     if (gathered && !done.parts[ps.my_rank]) continue;
     std::unique_ptr<TensorEntry> e = std::move(it->second);
     ps.pending.erase(it);
+    meter_.Arrive(e->name);
     if (timeline_.active()) {
       timeline_.End(e->name);
       std::string activity = std::string(OpTypeName(r.type)) + "_INLINE";
@@ -226,7 +228,7 @@ void Executor::ExecuteInline(ProcessSet& ps, const std::vector<InlineCompletion>
       ReduceInline(r, done.parts, out, count, bytes, ps.size());
     }
     ++stats_.tensors;
-    meter_.Record(r.names[0], bytes);
+    meter_.Moved(bytes);
     if (job_stats_) {
       const int64_t now = NowMicros();
       job_stats_->RecordTensor(ps.id, r.names[0], bytes, now - e->enqueued_us, now - e->enqueued_us);

@@ -128,6 +128,25 @@ def _float(env: Mapping[str, str], key: str, default: float, minimum: float = 0.
     return value
 
 
+def timeline_steps(raw: str | None) -> tuple[int, int]:
+    """``HOROVOD_TIMELINE_STEPS``, ``A:B``: the timeline covers training steps A (counted from 0) to
+    B, B excluded; ``A:`` runs to the end. ``(0, -1)`` when unset: the whole job."""
+    if raw is None or raw.strip() == "":
+        return 0, -1
+    first, colon, last = raw.strip().partition(":")
+    try:
+        begin = int(first)
+        end = int(last) if last.strip() else -1
+    except ValueError:
+        begin, end = -1, -1
+    if not colon or begin < 0 or (end != -1 and end <= begin):
+        raise ValueError(
+            f"HOROVOD_TIMELINE_STEPS={raw!r} is not a window of steps: expected A:B (steps A to B, B excluded, "
+            "0 <= A < B) or A: (from step A to the end), such as 10:20"
+        )
+    return begin, end
+
+
 def _bool(env: Mapping[str, str], key: str, default: bool = False) -> bool:
     raw = env.get(key)
     if raw is None or raw.strip() == "":
@@ -205,6 +224,7 @@ def engine_config(
     config.timeline_mark_cycles = _bool(env, "HOROVOD_TIMELINE_MARK_CYCLES")
     config.timeline_max_bytes = _int(env, "HOROVOD_TIMELINE_MAX_BYTES", 0)
     config.timeline_all_ranks = _bool(env, "HOROVOD_TIMELINE_ALL_RANKS")
+    config.timeline_steps_from, config.timeline_steps_to = timeline_steps(env.get("HOROVOD_TIMELINE_STEPS"))
     level = env.get("HOROVOD_LOG_LEVEL", "warning").strip().lower() or "warning"
     if level not in LOG_LEVELS:
         raise ValueError(f"HOROVOD_LOG_LEVEL={level!r} is not one of {', '.join(LOG_LEVELS)}")

@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from horovod.common.config import timeline_steps
 from horovod.runner.env_mapping import LOG_LEVELS
 
 Number = TypeVar("Number", int, float)
@@ -42,6 +43,14 @@ def _log_level(text: str) -> str:
     if text.upper() not in LOG_LEVELS:
         raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(LOG_LEVELS)}")
     return text.upper()
+
+
+def _timeline_steps(text: str) -> str:
+    try:
+        timeline_steps(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).replace("HOROVOD_TIMELINE_STEPS=", "")) from None
+    return text
 
 
 class _NicsAction(argparse.Action):
@@ -357,6 +366,15 @@ def build_parser() -> argparse.ArgumentParser:
         dest="timeline_all_ranks",
         help="Every rank writes its own timeline (<FILE>.rank<N>, HOROVOD_TIMELINE_ALL_RANKS=1); horovodrun merges "
         "them into FILE when the job ends, on one clock, a track per rank.",
+    )
+    timeline.add_argument(
+        "--timeline-steps",
+        dest="timeline_steps",
+        type=_timeline_steps,
+        default=None,
+        metavar="A:B",
+        help="Record only training steps A to B (B excluded; A: to the end), as each rank counts them: a step "
+        "begins where a tensor name comes again (HOROVOD_TIMELINE_STEPS).",
     )
     cycles = timeline.add_mutually_exclusive_group()
     _switch(cycles, "--timeline-mark-cycles", dest="timeline_mark_cycles", help="HOROVOD_TIMELINE_MARK_CYCLES=1.")

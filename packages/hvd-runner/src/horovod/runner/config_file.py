@@ -6,7 +6,7 @@ The layout is Horovod's::
     params: {fusion_threshold_mb, cycle_time_ms, cache_capacity, hierarchical_allreduce, hierarchical_allgather,
              torus_allreduce}
     autotune: {enabled, log_file, warmup_samples, steps_per_sample, bayes_opt_max_samples, gaussian_process_noise}
-    timeline: {filename, mark_cycles, max_mb, all_ranks}   (max_mb, all_ranks: hvd's own)
+    timeline: {filename, mark_cycles, max_mb, all_ranks, steps}   (max_mb, all_ranks, steps: hvd's own)
     stall_check: {enabled, warning_time_seconds, shutdown_time_seconds}
     library_options: {mpi_threads_disable, num_nccl_streams, thread_affinity, ccl_bgt_affinity, gloo_timeout_seconds}
     logging: {level, with_timestamp}

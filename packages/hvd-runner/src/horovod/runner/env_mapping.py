@@ -100,6 +100,7 @@ TUNABLES: tuple[Tunable, ...] = (
     Tunable("timeline_mark_cycles", "HOROVOD_TIMELINE_MARK_CYCLES", _flag, bool, ("timeline", "mark_cycles")),
     Tunable("timeline_max_mb", "HOROVOD_TIMELINE_MAX_BYTES", _mb_to_bytes, int, ("timeline", "max_mb")),
     Tunable("timeline_all_ranks", "HOROVOD_TIMELINE_ALL_RANKS", _flag, bool, ("timeline", "all_ranks")),
+    Tunable("timeline_steps", "HOROVOD_TIMELINE_STEPS", str, str, ("timeline", "steps")),
     # stall check
     Tunable(
         "no_stall_check", "HOROVOD_STALL_CHECK_DISABLE", _flag, bool, ("stall_check", "enabled"), config_inverted=True
