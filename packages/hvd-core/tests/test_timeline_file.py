@@ -111,3 +111,23 @@ def test_a_step_window_is_checked() -> None:
     for bad in ("4:2", "5", "a:b", "-1:3", "2:2"):
         with pytest.raises(ValueError, match=r"HOROVOD_TIMELINE_STEPS=.* is not a window of steps: expected A:B"):
             timeline_steps(bad)
+
+
+def test_a_callers_wait_is_on_the_tensors_row(tmp_path) -> None:
+    """The framework's synchronize: where the caller blocks on a result (rank 1 is late, so rank 0
+    waits for it), an instant SYNCHRONIZE on the tensor's row says how long."""
+    path = tmp_path / "synchronize.json"
+
+    def case() -> None:
+        hvd.init()
+        if hvd.rank() == 1:
+            time.sleep(0.3)
+        hvd.synchronize(hvd.allreduce_async(np.ones(8 << 16, np.float32), name="late"))
+
+    run_cluster(case, 2, env={"HOROVOD_TIMELINE": str(path)})
+    events = json.loads(path.read_text())
+    rows = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    waits = [e for e in events if e.get("name") == "SYNCHRONIZE"]
+    assert [rows[e["pid"]] for e in waits] == ["late"], waits
+    ends = [e["ts"] for e in events if e["ph"] == "E" and rows.get(e["pid"]) == "late"]
+    assert waits[0]["args"]["waited_us"] > 0 and waits[0]["ts"] < max(ends), (waits, ends)  # from before the op's end

@@ -91,24 +91,16 @@ class HandleState {
   // Callers release the GIL first.
   bool WaitInterruptibly(std::chrono::microseconds slice, const std::function<bool()>& interrupted) {
     if (poll()) return true;
-    // The cycle this operation waits for, run here when the engine is between cycles: it spares
-    // the engine's thread a wake-up and this one another (each a context switch, tens of
-    // microseconds on a virtual machine, and more while the cores are busy).
-    if (bell_ && bell_->Help() && poll()) return true;
-    if (bell_) bell_->CallerBlocks();
-    bool done = false;
-    {
-      std::unique_lock<std::mutex> lk(mu_);
-      while (!(done = cv_.wait_for(lk, slice, [&] { return done_.load(std::memory_order_acquire); }))) {
-        lk.unlock();  // the handler may take a while (and the GIL): completion must not wait for it
-        bool stop = interrupted();
-        lk.lock();
-        if (stop) break;
-      }
-    }
-    if (bell_) bell_->CallerResumes();
+    const int64_t began_us = on_waited_ ? NowMicros() : 0;
+    const bool done = Block(slice, interrupted);
+    if (on_waited_) on_waited_(began_us, NowMicros());
     return done;
   }
+
+  // Told when a caller blocked in WaitInterruptibly and when it went on (the timeline's
+  // SYNCHRONIZE); set by the engine before the caller has the handle.
+  using OnWaited = std::function<void(int64_t began_us, int64_t ended_us)>;
+  void ObserveWaits(OnWaited on_waited) { on_waited_ = std::move(on_waited); }
 
   // An operation awaited by its completion callback counts as a blocked caller until it completes:
   // native framework kernels hold no thread while they wait, but their caller (a tf.function, say)
@@ -146,8 +138,29 @@ class HandleState {
   std::shared_ptr<void> output_device;
 
  private:
+  bool Block(std::chrono::microseconds slice, const std::function<bool()>& interrupted) {
+    // The cycle this operation waits for, run here when the engine is between cycles: it spares
+    // the engine's thread a wake-up and this one another (each a context switch, tens of
+    // microseconds on a virtual machine, and more while the cores are busy).
+    if (bell_ && bell_->Help() && poll()) return true;
+    if (bell_) bell_->CallerBlocks();
+    bool done = false;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      while (!(done = cv_.wait_for(lk, slice, [&] { return done_.load(std::memory_order_acquire); }))) {
+        lk.unlock();  // the handler may take a while (and the GIL): completion must not wait for it
+        bool stop = interrupted();
+        lk.lock();
+        if (stop) break;
+      }
+    }
+    if (bell_) bell_->CallerResumes();
+    return done;
+  }
+
   std::shared_ptr<CallerBell> bell_;
   OnComplete on_complete_;
+  OnWaited on_waited_;
   enum { kNotCounted, kCounted, kCompleted };
   std::atomic<int> waiting_{kNotCounted};
   std::mutex mu_;

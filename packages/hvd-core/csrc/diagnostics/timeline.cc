@@ -165,6 +165,18 @@ void Timeline::End(const std::string& tensor, int64_t ts_us) {
   EndEvent(it->second.pid, ts_us ? ts_us : NowMicros());
 }
 
+void Timeline::Waited(const std::string& tensor, int64_t began_us, int64_t ended_us) {
+  if (!active()) return;
+  std::lock_guard<std::mutex> lk(mu_);
+  if (fd_ < 0) return;
+  const int pid = RowOf(tensor).pid;
+  const int64_t ts = began_us - start_us_;
+  std::ostringstream s;
+  s << "{\"name\": \"SYNCHRONIZE\", \"ph\": \"i\", \"s\": \"t\", \"ts\": " << (ts < 0 ? 0 : ts) << ", \"pid\": " << pid
+    << ", \"tid\": 0, \"args\": {\"waited_us\": " << ended_us - began_us << "}}";
+  Event(s.str());
+}
+
 void Timeline::EndEvent(int pid, int64_t ts_us) {
   int64_t ts = ts_us - start_us_;
   std::ostringstream s;

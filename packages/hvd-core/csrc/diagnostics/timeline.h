@@ -1,5 +1,6 @@
 // The timeline: a Chrome trace (JSON array format, opened by Perfetto and chrome://tracing) of
-// every tensor's negotiation and execution, written by the job's rank 0.
+// every tensor's negotiation and execution and the callers' waits, written by the job's rank 0
+// (or by every rank, HOROVOD_TIMELINE_ALL_RANKS).
 //
 // The file is a complete JSON array at every moment: events are kept in memory and written in
 // chunks, each one write of the new events followed by the array's end, over the previous end. A
@@ -33,6 +34,10 @@ class Timeline {
   // what is still open, so every file is a balanced trace.
   void Begin(const std::string& tensor, const std::string& activity, int64_t ts_us = 0);
   void End(const std::string& tensor, int64_t ts_us = 0);
+  // The framework's caller blocked on the tensor's result from `began_us` to `ended_us`: an instant
+  // SYNCHRONIZE on the tensor's row at `began_us` (instants need no nesting with its phases, which
+  // the wait overlaps), the wait in its args.
+  void Waited(const std::string& tensor, int64_t began_us, int64_t ended_us);
   // Once per engine iteration: a cycle marker (when asked for), and the events kept in memory
   // written out when kFlushUs has passed since the last write.
   void MarkCycle();

@@ -25,7 +25,7 @@ Engine::Engine(EngineConfig config, std::shared_ptr<Backend> backend, std::share
       output_pool_(std::make_shared<OutputPool>((size_t)std::max<int64_t>(0, config_.output_pool_bytes))),
       controller_(log_, config_.inline_bytes, config_.inline_max_bytes,
                   config_.job_stats_enabled ? &job_stats_ : nullptr),
-      executor_(log_, timeline_, config_.fusion_threshold, execution_stats_,
+      executor_(log_, *timeline_, config_.fusion_threshold, execution_stats_,
                 config_.job_stats_enabled ? &job_stats_ : nullptr, output_pool_, stagings_,
                 DeviceRoute{device_backend_ ? config_.device_ops : 0u,
                             [this](ProcessSet& ps, int32_t device_id, bool host, DeviceComm** out) {
@@ -301,7 +301,7 @@ void Engine::Shutdown() {
   std::lock_guard<std::mutex> lk(mu_);
   sets_.clear();  // destroys the communicators
   stagings_.Clear();  // the loop has stopped: nothing stages any more
-  timeline_.Stop();
+  timeline_->Stop();
   output_pool_->Close();  // outputs still held by callers are unmapped when they free them
 }
 
@@ -398,6 +398,12 @@ std::shared_ptr<HandleState> Engine::Enqueue(std::unique_ptr<TensorEntry> e, Han
   if (IsProcessSetChange(e->type)) ++set_changes_in_flight_;
   auto handle = std::make_shared<HandleState>(bell_, std::move(on_complete));
   handle->caller_stream = e->stream;
+  if (timeline_->active()) {  // the framework's synchronize, on the tensor's row
+    handle->ObserveWaits(
+        [timeline = std::weak_ptr<Timeline>(timeline_), name = e->name](int64_t began_us, int64_t ended_us) {
+          if (auto t = timeline.lock()) t->Waited(name, began_us, ended_us);
+        });
+  }
   e->handle = handle;
   e->enqueued_us = NowMicros();
   const bool wake = Push(std::move(e));
@@ -523,22 +529,22 @@ std::string Engine::TimelinePath(const std::string& path) const {
 
 void Engine::StartTimeline(const std::string& path, bool mark_cycles) {
   if (config_.rank != 0 && !config_.timeline_all_ranks) return;  // rank 0 writes the job's timeline
-  Status st = timeline_.Start(TimelinePath(path), mark_cycles, config_.timeline_max_bytes, config_.rank);
+  Status st = timeline_->Start(TimelinePath(path), mark_cycles, config_.timeline_max_bytes, config_.rank);
   if (!st.ok()) throw StatusError{st};
 }
 
-void Engine::StopTimeline() { timeline_.Stop(); }
+void Engine::StopTimeline() { timeline_->Stop(); }
 
 void Engine::StartConfiguredTimeline() {
   if (config_.timeline_path.empty() || (config_.rank != 0 && !config_.timeline_all_ranks)) return;
-  Status st = timeline_.Start(TimelinePath(config_.timeline_path), config_.timeline_mark_cycles,
-                              config_.timeline_max_bytes, config_.rank);
+  Status st = timeline_->Start(TimelinePath(config_.timeline_path), config_.timeline_mark_cycles,
+                               config_.timeline_max_bytes, config_.rank);
   if (!st.ok()) HVD_LOG(log_, kWarning) << st.message();
 }
 
 void Engine::FollowTimelineWindow(uint64_t steps) {
   if ((int64_t)steps == config_.timeline_steps_from) StartConfiguredTimeline();
-  if ((int64_t)steps == config_.timeline_steps_to) timeline_.Stop();
+  if ((int64_t)steps == config_.timeline_steps_to) timeline_->Stop();
 }
 
 void Engine::Complete(ProcessSet& ps, std::unique_ptr<TensorEntry> e, Status status) {
@@ -646,10 +652,10 @@ bool Engine::RunIteration() {
         lk.lock();
         continue;
       }
-      if (timeline_.active()) {
+      if (timeline_->active()) {
         std::string activity = std::string("NEGOTIATE_") + OpTypeName(e->type);
         for (char& c : activity) c = (char)toupper(c);
-        timeline_.Begin(e->name, activity, e->enqueued_us);
+        timeline_->Begin(e->name, activity, e->enqueued_us);
       }
       if (e->type == OpType::kJoin) ps->joined = true;
       e->pending_since_us = NowMicros();
@@ -662,7 +668,7 @@ bool Engine::RunIteration() {
     outgoing = proposed_;
     proposed_.epoch = 0;
   }
-  timeline_.MarkCycle();
+  timeline_->MarkCycle();
   bool anyone_busy = false;
   bool stop = false;
   Status failure;

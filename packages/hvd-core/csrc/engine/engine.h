@@ -235,7 +235,8 @@ class Engine {
   std::shared_ptr<Backend> device_backend_;
   std::shared_ptr<KVStore> store_;
   StallInspector stall_settings_;
-  Timeline timeline_;
+  // Shared with the handles, which note their callers' waits in it and may outlive the engine.
+  std::shared_ptr<Timeline> timeline_ = std::make_shared<Timeline>();
   NegotiationStats negotiation_stats_;
   ExecutionStats execution_stats_;
   JobStats job_stats_;  // before controller_ and executor_, which count into it

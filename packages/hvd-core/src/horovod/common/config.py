@@ -130,7 +130,11 @@ def _float(env: Mapping[str, str], key: str, default: float, minimum: float = 0.
 
 def timeline_steps(raw: str | None) -> tuple[int, int]:
     """``HOROVOD_TIMELINE_STEPS``, ``A:B``: the timeline covers training steps A (counted from 0) to
-    B, B excluded; ``A:`` runs to the end. ``(0, -1)`` when unset: the whole job."""
+    B, B excluded; ``A:`` runs to the end.
+
+    :param raw: the variable's value, or None where it is unset.
+    :returns: ``(A, B)``, B -1 for no end; ``(0, -1)`` when unset: the whole job.
+    :raises ValueError: naming the variable, where ``raw`` is not such a window."""
     if raw is None or raw.strip() == "":
         return 0, -1
     first, colon, last = raw.strip().partition(":")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from horovod.common import job_report, timelines
 from horovod.common.backend_library import find_backend_library
-from horovod.common.config import failure_report_key
+from horovod.common.config import failure_report_key, timeline_steps
 from horovod.common.elastic import protocol as elastic_protocol
 from horovod.common.hookspecs import hookimpl
 from horovod.common.lazy_module import declared_exports, lazy_exports
@@ -34,8 +34,8 @@ from horovod.common.world import ExternalWorld, Topology
 #: 1.2: ``elastic_protocol``, the contract between an elastic job's driver and its workers; 1.3:
 #: ``declared_exports``, a framework package's exports read from its ``TYPE_CHECKING`` imports;
 #: 1.4: ``job_report``, the job-end report a launcher gathers from its ranks, and ``timelines``,
-#: the merge of the ranks' timelines).
-API_VERSION = (1, 4)
+#: the merge of the ranks' timelines; 1.5: ``timeline_steps``, how HOROVOD_TIMELINE_STEPS is read).
+API_VERSION = (1, 5)
 
 __all__ = [
     "API_VERSION",
@@ -55,5 +55,6 @@ __all__ = [
     "hookimpl",
     "job_report",
     "lazy_exports",
+    "timeline_steps",
     "timelines",
 ]

@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from horovod.common.config import timeline_steps
+from horovod.common.plugin_api import timeline_steps
 from horovod.runner.env_mapping import LOG_LEVELS
 
 Number = TypeVar("Number", int, float)
