@@ -8,6 +8,7 @@ across network-namespace hosts are in test_elastic_multi_host.py.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -23,7 +24,10 @@ def test_worker_killed_mid_run(job_env: dict[str, str], tmp_path: Path) -> None:
     """SIGKILL of a worker: the others restore the last commit and go on at once; the replacement
     the driver starts joins at a later commit and receives the state; no step counted twice or lost."""
     env = {**job_env, "STEPS": "150", "STEP_SLEEP": "0.03", "KILL_WORKER": "2", "KILL_AT_STEP": "30"}
-    job = ElasticJob(["-np", "3", "--min-np", "2", "-H", "localhost:3"], env, tmp_path)
+    report_file = tmp_path / "report.json"
+    job = ElasticJob(
+        ["-np", "3", "--min-np", "2", "-H", "localhost:3", "--report-file", str(report_file)], env, tmp_path
+    )
     code, out, err = job.finish()
     log = "\n".join(err)
     assert code == 0, log
@@ -31,6 +35,11 @@ def test_worker_killed_mid_run(job_env: dict[str, str], tmp_path: Path) -> None:
     assert re.search(r"world 1 formed in .*: 2 worker\(s\) on localhost:2", log), log
     assert re.search(r"world 2 formed in .*: 3 worker\(s\) on localhost:3", log), log  # the replacement joined
     assert_finished_consistently(out, 3, 150)
+    # The job-end report is the last world's: its 3 ranks' counts, each posted from that world.
+    assert "job report: elastic: 2 reset(s); the counts below are the last world's (world 2: 3 rank(s)" in log, log
+    report = json.loads(report_file.read_text())
+    assert report["elastic"] == {"generation": 2, "resets": 2, "hosts": ["localhost"] * 3}, report["elastic"]
+    assert [r["rank"] for r in report["ranks"]] == [0, 1, 2] and report["failure"] is None, report
 
 
 def test_host_added_by_discovery(job_env: dict[str, str], tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ from horovod.common.plugin_api import failure_report_key
 from horovod.runner.elastic.discovery import DiscoveryError, FixedHosts, HostDiscovery
 from horovod.runner.elastic.host_manager import HostManager, HostUpdateResult
 from horovod.runner.hosts import Host, place_ranks
+from horovod.runner.job_report import ElasticHistory
 from horovod.runner.local import RankExit
 
 #: Failures of a host's workers (incidents, see _worker_exited) after which the host is blacklisted;
@@ -182,6 +183,8 @@ class ElasticDriver:
         self._last_update_ts = 0.0
         self._finished: list[int] = []  # members that ended training successfully
         self._announced = False  # whether the running world was told of new workers ready to join
+        #: Why the job failed, once run() returned a failure.
+        self.failure: str | None = None
 
     # --- the loop -------------------------------------------------------------------------------
 
@@ -194,6 +197,7 @@ class ElasticDriver:
             except JobEnded as ended:
                 self._log(str(ended))
                 self._stop_all(ended.code == 0)
+                self.failure = None if ended.code == 0 else str(ended)
                 return ended.code
         except BaseException:
             self._stop_all(False)
@@ -619,6 +623,24 @@ class ElasticDriver:
             stopped = [w for w in self._workers.values() if w.exit is not None and w.exit.returncode == -signal.SIGTERM]
             if stopped:
                 self._log(f"elastic: stopped {len(stopped)} worker(s)")
+
+    # --- the job-end report ----------------------------------------------------------------------
+
+    def last_world(self) -> tuple[ElasticHistory, dict[int, str]]:
+        """The last world formed (its ranks' workers and hosts, the resets before it), and how each
+        of its ranks that failed ended: for the job-end report, once run() returned."""
+        history = ElasticHistory(
+            generation=self._generation,
+            resets=self._resets,
+            workers=[str(i) for i in self._members],
+            hosts=[self._workers[i].host for i in self._members],
+        )
+        ended = {}
+        for rank, worker_id in enumerate(self._members):
+            worker = self._workers[worker_id]
+            if worker.exit is not None and worker.exit.returncode != 0:
+                ended[rank] = worker.exit.describe() + (f" ({worker.report})" if worker.report else "")
+        return history, ended
 
     # --- helpers ------------------------------------------------------------------------------
 

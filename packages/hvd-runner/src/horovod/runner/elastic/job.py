@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from horovod.common.plugin_api import elastic_protocol as protocol
-from horovod.runner import exit_report, network, threads, worker_env
+from horovod.runner import exit_report, job_report, network, threads, worker_env
 from horovod.runner.elastic.driver import ElasticDriver, WorkerAsked, WorkerExited, WorkerReported
 from horovod.runner.elastic.host_manager import HostManager
 from horovod.runner.elastic.settings import ElasticSettings
@@ -126,10 +126,23 @@ def run_elastic_job(
         if job.verbose and job_network.description:
             log(f"network: {job_network.description}")
         try:
-            return driver.run()
+            code = driver.run()
         finally:
             output.join(5.0)
             output.close()
+        history, ended = driver.last_world()
+        job_report.finish(
+            server.get,
+            job_key,
+            len(history.workers),
+            failure=driver.failure,
+            ended=ended,
+            report_file=job.report_file,
+            quiet=not job.job_report,
+            log=log,
+            elastic=history,
+        )
+        return code
 
 
 def _network(job: JobSettings) -> network.JobNetwork:
