@@ -1,14 +1,15 @@
-"""What the job-end report's counting costs a training job: the same 2-rank jobs through horovodrun
-with the engine's counters on (the default) and off (HOROVOD_JOB_REPORT_DISABLE=1), launched in
-alternation so that both see the same load.
+"""What the job-end report's counting and the timeline cost a training job: the same 2-rank jobs
+through horovodrun with the engine's counters off (HOROVOD_JOB_REPORT_DISABLE=1), on (the default),
+and on with every rank writing its timeline (--timeline-all-ranks), launched in rotation so that
+all three see the same load.
 
     python job_report_overhead.py [--repeats 7] [--out results.json]
 
 Two jobs: the synthetic CNN benchmark (examples/pytorch/pytorch_synthetic_benchmark.py: images/s
 per rank, which only its measured iterations count) and the digits example
 (examples/pytorch/pytorch_digits.py: the seconds its training epochs take, as it prints them).
-Printed: each job's medians on and off, the median of the repetitions' paired ratios (on / off
-throughput: 1.00 means no cost) and the machine's load.
+Printed: each job's medians per setting, the median of the repetitions' paired ratios (setting /
+off throughput: 1.00 means no cost) and the machine's load.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from stats import load_average
@@ -54,11 +56,20 @@ JOBS = {
 }
 
 
-def run(command: list[str], report_on: bool) -> str:
+#: setting -> what it adds to the jobs' environment
+SETTINGS = {
+    "off": {"HOROVOD_JOB_REPORT_DISABLE": "1"},
+    "report": {},
+    "report+timeline": {"HOROVOD_TIMELINE": "", "HOROVOD_TIMELINE_ALL_RANKS": "1"},  # path: per run
+}
+
+
+def run(command: list[str], setting: str, scratch: Path) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOROVOD_")}
     env["OMP_NUM_THREADS"] = "1"
-    if not report_on:
-        env["HOROVOD_JOB_REPORT_DISABLE"] = "1"
+    env.update(SETTINGS[setting])
+    if "HOROVOD_TIMELINE" in env:
+        env["HOROVOD_TIMELINE"] = str(scratch / "timeline.json")
     launcher = [sys.executable, "-m", "horovod.runner.launch", "-np", "2", "-H", "localhost:2", "--no-job-report"]
     done = subprocess.run([*launcher, sys.executable, *command], capture_output=True, text=True, env=env, timeout=600)
     if done.returncode != 0:
@@ -73,20 +84,22 @@ def main() -> None:
     args = parser.parse_args()
     results = {}
     print(f"load before: {load_average()}", flush=True)
-    for job, (command, throughput) in JOBS.items():
-        on: list[float] = []
-        off: list[float] = []
-        for _ in range(args.repeats):
-            off.append(throughput(run(command, report_on=False)))
-            on.append(throughput(run(command, report_on=True)))
-        ratios = [a / b for a, b in zip(on, off, strict=True)]
-        results[job] = {"on": on, "off": off, "paired_ratio_median": statistics.median(ratios)}
-        print(
-            f"{job}: counters on {statistics.median(on):.1f}, off {statistics.median(off):.1f}; "
-            f"on/off paired ratio median {statistics.median(ratios):.3f} "
-            f"(range {min(ratios):.3f} to {max(ratios):.3f}, {args.repeats} pairs)",
-            flush=True,
-        )
+    with tempfile.TemporaryDirectory() as scratch:
+        for job, (command, throughput) in JOBS.items():
+            samples: dict[str, list[float]] = {setting: [] for setting in SETTINGS}
+            for _ in range(args.repeats):
+                for setting in SETTINGS:
+                    samples[setting].append(throughput(run(command, setting, Path(scratch))))
+            results[job] = {"samples": samples}
+            line = [f"{job}: off {statistics.median(samples['off']):.1f}"]
+            for setting in list(SETTINGS)[1:]:
+                ratios = [a / b for a, b in zip(samples[setting], samples["off"], strict=True)]
+                results[job][f"{setting}_paired_ratio_median"] = statistics.median(ratios)
+                line.append(
+                    f"{setting} {statistics.median(samples[setting]):.1f}, paired ratio to off median "
+                    f"{statistics.median(ratios):.3f} (range {min(ratios):.3f} to {max(ratios):.3f})"
+                )
+            print("; ".join(line) + f"; {args.repeats} rounds", flush=True)
     print(f"load after: {load_average()}", flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1) + "\n")

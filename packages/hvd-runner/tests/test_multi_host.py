@@ -5,6 +5,7 @@ first machine of a cluster). The hosts share the filesystem, as an NFS-mounted c
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -150,6 +151,30 @@ def test_output_files_and_timestamps_for_ranks_on_every_host(
         assert (out_dir / f"rank.{r}" / "stderr").read_text() == f"err {r}\n"
         stamped = rf"^\w{{3}} \w{{3}} \d{{2}} \d{{2}}:\d{{2}}:\d{{2}} \d{{4}}\[{r}\]<stdout>:out {r} {host}$"
         assert re.search(stamped, result.stdout, re.M), result.stdout
+
+
+def test_every_hosts_timelines_are_merged_by_the_launcher(
+    netns_cluster: NetnsCluster, job_env: dict[str, str], tmp_path: Path
+) -> None:
+    """--timeline-all-ranks across hosts: the remote ranks' files come over ssh (read in the
+    directory each rank ran in, here a relative path), and the merge has a track per rank."""
+    args = ["-H", "hvdt-h0:1,hvdt-h1:1,hvdt-h2:1", "--no-job-report", "--timeline-filename", "timeline.json"]
+    result = subprocess.run(
+        netns_cluster.command("hvdt-h0", horovodrun_argv(*args, "--timeline-all-ranks", *python_ranks(TOPOLOGY))),
+        env=job_env,
+        capture_output=True,
+        text=True,
+        timeout=JOB_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "timeline: 3 of 3 ranks' timelines merged into timeline.json, one track per rank, 2 copied from remote " in (
+        result.stderr
+    ), result.stderr
+    merged = json.loads((tmp_path / "timeline.json").read_text())
+    tracks = sorted(e["args"]["name"] for e in merged["traceEvents"] if e.get("name") == "process_name")
+    assert tracks == ["rank 0", "rank 1", "rank 2"] and merged["metadata"]["ranks"] == [0, 1, 2], merged["metadata"]
 
 
 def test_an_interface_missing_on_a_host_is_named(netns_cluster: NetnsCluster, job_env: dict[str, str]) -> None:

@@ -24,6 +24,7 @@ from horovod.runner.rank_process import RankProcess, RemoteRankProcess
 from horovod.runner.rendezvous import auth
 from horovod.runner.rendezvous.server import DEFAULT_MAX_VALUE_BYTES, RendezvousServer, StoreFull
 from horovod.runner.settings import JobSettings
+from horovod.runner.timeline_files import merge_ranks_timelines
 
 
 def max_value_bytes(environ: Mapping[str, str]) -> int:
@@ -169,7 +170,7 @@ def run_job(
             starter=_starter(settings),
         )
         outcome = job.run()
-        _merge_timelines(envs[0], settings.size, log)
+        merge_ranks_timelines(envs[0], settings, log)
         failure, ended = _how_it_ended(outcome, reports)
         job_report.finish(
             server.get,
@@ -182,29 +183,6 @@ def run_job(
             log=log,
         )
         return outcome
-
-
-def _merge_timelines(env: Mapping[str, str], size: int, log: Callable[[str], None]) -> None:
-    """With every rank writing its timeline (HOROVOD_TIMELINE_ALL_RANKS), the files of this machine's
-    ranks merged into the timeline's path, on one clock (horovod.common.timelines)."""
-    path = env.get("HOROVOD_TIMELINE", "")
-    if env.get("HOROVOD_TIMELINE_ALL_RANKS") != "1" or path in ("", "DYNAMIC"):
-        return
-    from horovod.common.plugin_api import timelines
-
-    found = [p for p in timelines.rank_files(path, size) if p.exists()]
-    if not found:
-        return
-    try:
-        merged = timelines.merge(path, found)
-    except (OSError, ValueError) as error:
-        log(f"timeline: the ranks' files were not merged: {error}")
-        return
-    skew = merged["completion_skew_us"]
-    log(
-        f"timeline: {len(found)} of {size} ranks' timelines merged into {path}, one track per rank"
-        + (f" (collectives complete {skew:.0f} us apart across ranks after alignment)" if skew is not None else "")
-    )
 
 
 def _how_it_ended(outcome: Outcome, reports: Mapping[int, Report]) -> tuple[str | None, dict[int, str]]:
