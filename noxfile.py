@@ -434,13 +434,20 @@ def _in_private_network(session: nox.Session, name: str, command: list[str]) -> 
     return ["unshare", "--net", "--", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *command]
 
 
-def _run_tests(session: nox.Session, name: str, variant: str | None, cell: package_matrix.Cell | None = None) -> None:
-    """A package's tests in the session's environment: its default session's, or a matrix cell's."""
+def _run_tests(
+    session: nox.Session,
+    name: str,
+    variant: str | None,
+    cell: package_matrix.Cell | None = None,
+    paths: tuple[str, ...] = ("tests",),
+) -> None:
+    """A package's tests (``paths``: all of them) in the session's environment: its default
+    session's, or a matrix cell's."""
     variants = {name: variant} if variant else None
     install_local(session, name, also=tuple(_test_requires_local(name)), variants=variants, cell=cell)
     session.chdir(PACKAGES[name])
     # The slowest tests, named in every log: where CI's time goes (the target is under 40 minutes).
-    command = ["python", "-m", "pytest", "tests", "--durations=15", *session.posargs]
+    command = ["python", "-m", "pytest", *paths, "--durations=15", *session.posargs]
     if _tool_hvd(name).get("tests-in-private-network"):
         command = _in_private_network(session, name, command)
     session.run(*command, env={"HVD_REPO_ROOT": str(ROOT)}, external=True)
@@ -535,6 +542,19 @@ def train(session: nox.Session) -> None:
         *session.posargs,
         env={"OMP_NUM_THREADS": "1"},
     )
+
+
+@nox.session(python="3.11", default=False)
+def soak(session: nox.Session) -> None:
+    """The chaos soak at length: hvd-torch's elastic job over three namespace hosts under random
+    faults for HVD_SOAK_SECONDS (default 1200; CI runs it for 100 within tests-hvd-torch), its
+    per-fault table written to benchmarks/results/soak-<seed>.md. Arguments go to pytest."""
+    seconds = os.environ.get("HVD_SOAK_SECONDS", "1200")
+    seed = os.environ.get("HVD_SOAK_SEED", "1")
+    report = ROOT / "benchmarks" / "results" / f"soak-{seed}.md"
+    env = {"HVD_SOAK_SECONDS": seconds, "HVD_SOAK_SEED": seed, "HVD_SOAK_REPORT": str(report)}
+    session.env.update(env)
+    _run_tests(session, "hvd-torch", None, paths=("tests/test_chaos_soak.py", "-s"))
 
 
 # --- dist: the distributions to publish ---------------------------------------------------------
