@@ -294,6 +294,24 @@ def _wheelhouse_lock() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _one_session_of(session: nox.Session, name: str) -> Iterator[None]:
+    """Held while a session runs the tests of a package whose tests make network-namespace clusters
+    (tests-use-netns-clusters in its pyproject.toml): the clusters' names are fixed per test module,
+    so two sessions of its tests (two cells of the matrix, in the two lanes) must not run at once."""
+    if not _tool_hvd(name).get("tests-use-netns-clusters"):
+        yield
+        return
+    WHEELHOUSE.parent.mkdir(parents=True, exist_ok=True)
+    with open(WHEELHOUSE.parent / f"netns-{name}.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            session.log(f"waiting for the other session of {name}'s tests to end (their clusters share names)")
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
+
+
 def build_wheels(session: nox.Session, names: list[str], variants: dict[str, str] | None = None) -> None:
     """Builds (or reuses, when the sources are unchanged) the wheels of local packages, and installs
     them without their dependencies.
@@ -450,7 +468,8 @@ def _run_tests(
     command = ["python", "-m", "pytest", *paths, "--durations=15", *session.posargs]
     if _tool_hvd(name).get("tests-in-private-network"):
         command = _in_private_network(session, name, command)
-    session.run(*command, env={"HVD_REPO_ROOT": str(ROOT)}, external=True)
+    with _one_session_of(session, name):
+        session.run(*command, env={"HVD_REPO_ROOT": str(ROOT)}, external=True)
 
 
 def _make_test_session(name: str) -> None:

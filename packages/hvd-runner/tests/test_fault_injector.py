@@ -24,7 +24,7 @@ MARKER = "fault_target_worker"
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[NetnsCluster]:
     # Its own prefix and subnet: the other tests' cluster may be in use at the same time.
-    yield from cluster_for_tests(hosts=2, prefix="hvdf", subnet=12)
+    yield from cluster_for_tests(hosts=2, prefix="hvdi", subnet=13)
 
 
 @pytest.fixture()

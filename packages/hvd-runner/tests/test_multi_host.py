@@ -12,11 +12,13 @@ import signal
 import subprocess
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from conftest import HIERARCHICAL, LineReader, horovodrun_argv, python_ranks, run_twice_and_compare_digests
+from horovod.runner.testing.faults import FaultInjector
 from horovod.runner.testing.netns_cluster import NetnsCluster
 
 pytestmark = pytest.mark.timeout(240)
@@ -207,6 +209,29 @@ def test_hierarchical_allreduce_on_one_host_says_it_has_no_effect(
 
 # --- faults ----------------------------------------------------------------------------------
 
+#: Rank 1 pauses three Gloo timeouts before its allreduce (a long checkpoint, scaled down).
+SLOW_RANK = textwrap.dedent(
+    """\
+    import time, numpy as np, horovod.common as hvd
+    hvd.init()
+    hvd.allreduce(np.ones(4, np.float32), name="before")
+    if hvd.rank() == 1:
+        time.sleep(15)
+    total = hvd.allreduce(np.ones(1 << 16, np.float32), op=hvd.Sum, name="after")
+    print(f"rank {hvd.rank()} total {total[0]:.0f}", flush=True)
+    hvd.shutdown()
+    """
+)
+
+
+def test_a_slow_rank_is_not_a_failure(netns_cluster: NetnsCluster, job_env: dict[str, str]) -> None:
+    """A rank busy for longer than HOROVOD_GLOO_TIMEOUT_SECONDS before a collective (over TCP between
+    hosts): its engine goes on negotiating meanwhile, so its peers wait for it, and nothing fails."""
+    env = {**job_env, "HOROVOD_GLOO_TIMEOUT_SECONDS": "5"}
+    result = run_on(netns_cluster, ["-H", "hvdt-h1:1,hvdt-h2:1", *python_ranks(SLOW_RANK)], env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(rank_lines(result.stdout).values()) == ["rank 0 total 2", "rank 1 total 2"], result.stdout
+
 
 def test_a_host_that_does_not_answer_is_named(netns_cluster: NetnsCluster, job_env: dict[str, str]) -> None:
     netns_cluster.pause_host("hvdt-h2")
@@ -299,6 +324,82 @@ def test_a_killed_remote_rank_ends_the_job_naming_rank_and_host(
     # The survivors' collectives fail naming the lost rank and its host.
     assert re.search(r"\[[01]\]<stderr>:.*rank 2.*hvdt-h2", result.stderr), result.stderr
     _assert_nothing_left(netns_cluster, "killed-remote-rank")
+
+
+def _run_with_a_fault(
+    cluster: NetnsCluster, hosts: str, code: str, env: dict[str, str], fault: Callable[[], object]
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """``code`` on ``hosts`` through horovodrun on hvdt-h0; ``fault()`` once every rank said ready.
+    Returns the job's result and the seconds from the fault to horovodrun's exit."""
+    proc = subprocess.Popen(
+        cluster.command("hvdt-h0", horovodrun_argv("-H", hosts, *python_ranks(code))),
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = LineReader(proc.stdout), LineReader(proc.stderr)
+    size = len(hosts.split(","))
+    out.wait_for(lambda lines: sum("<stdout>:ready" in line for line in lines) == size, JOB_TIMEOUT_S)
+    time.sleep(1.0)  # a few steps together
+    fault()
+    faulted = time.monotonic()
+    try:
+        proc.wait(timeout=JOB_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise AssertionError("horovodrun did not end:\n" + "\n".join(err.rest(5.0))) from None
+    took = time.monotonic() - faulted
+    stdout, stderr = "\n".join(out.rest()), "\n".join(err.rest())
+    for stream in (proc.stdout, proc.stderr):
+        stream.close()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr), took
+
+
+def test_a_frozen_host_ends_the_job_at_the_timeout(netns_cluster: NetnsCluster, job_env: dict[str, str]) -> None:
+    """Every process of hvdt-h2 stopped (SIGSTOP, its sshd too; sockets stay open): the others' next
+    collective times out naming it; horovodrun ends once ssh gives up on the host."""
+    injector = FaultInjector(netns_cluster, "frozen-host", log=lambda line: None)
+    code = WORKER.format(action="pass") + "# marker frozen-host\n"
+    env = {**job_env, "HOROVOD_GLOO_TIMEOUT_SECONDS": "5"}
+    try:
+        result, took = _run_with_a_fault(
+            netns_cluster, "hvdt-h0:1,hvdt-h1:1,hvdt-h2:1", code, env, lambda: injector.freeze("hvdt-h2")
+        )
+    finally:
+        injector.thaw("hvdt-h2")
+    print(f"frozen host: horovodrun ended {took:.1f} s after the freeze")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert re.search(r"\[[01]\]<stderr>:.*timed out after 5 s \(HOROVOD_GLOO_TIMEOUT_SECONDS\)", result.stderr), (
+        result.stderr
+    )
+    _assert_nothing_left(netns_cluster, "frozen-host", timeout=60)
+
+
+def test_a_host_losing_its_sshd_mid_job_changes_nothing(netns_cluster: NetnsCluster, job_env: dict[str, str]) -> None:
+    """hvdt-h2's sshd stops while the job runs: the session carrying its rank goes on, and so does the job."""
+    code = textwrap.dedent(
+        """\
+        import os, time, numpy as np, horovod.common as hvd
+        hvd.init()
+        print(f"ready {hvd.rank()}", flush=True)
+        for step in range(100):
+            total = hvd.allreduce(np.ones(3), op=hvd.Sum, name="step")
+            time.sleep(0.05)
+        print(f"rank {hvd.rank()} total {total[0]:.0f}", flush=True)
+        """
+    )
+    try:
+        result, _ = _run_with_a_fault(
+            netns_cluster, "hvdt-h0:1,hvdt-h1:1,hvdt-h2:1", code, job_env, lambda: netns_cluster.stop_sshd("hvdt-h2")
+        )
+    finally:
+        netns_cluster.restore()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(rank_lines(result.stdout).values()) == [f"rank {r} total 3" for r in range(3)], result.stdout
 
 
 def _as_a_foreground_job() -> None:
