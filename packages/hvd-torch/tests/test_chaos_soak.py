@@ -140,7 +140,7 @@ def test_an_elastic_job_survives_random_faults(cluster: NetnsCluster, tmp_path: 
             stream.close()
     assert code == 0, _tail(out, err)
     done = [dict(p.split("=", 1) for p in m.group(1).split()) for _, line in out.lines if (m := _DONE.search(line))]
-    table = _table(rows, out, err)
+    table = _table(rows, out, err, done)
     print(table, flush=True)
     if os.environ.get("HVD_SOAK_REPORT"):
         Path(os.environ["HVD_SOAK_REPORT"]).write_text(table + "\n")
@@ -170,9 +170,10 @@ def _world_is_whole(err: Lines, since: float) -> bool:
     return bool(worlds) and ": 3 worker(s)" in worlds[-1][1] and err.first(ERROR_RE, worlds[-1][0]) is None
 
 
-def _table(rows: list[dict[str, object]], out: Lines, err: Lines) -> str:
-    """The per-fault table: when it came, what it did, the job's first error after it, and the first
-    commit after that error (the recovery), in seconds from the fault."""
+def _table(rows: list[dict[str, object]], out: Lines, err: Lines, done: list[dict[str, str]]) -> str:
+    """The per-fault table: when it came, what it did, the job's first error after it (before the
+    next fault: later ones are the next fault's), and the first commit after that error (the
+    recovery), in seconds from the fault; then what the workers ended with."""
     commit = re.compile(r"<stdout>:commit step=")
     lines = [
         f"Soak: {SOAK_S:.0f} s, seed {SEED}, {len(rows)} faults",
@@ -181,11 +182,15 @@ def _table(rows: list[dict[str, object]], out: Lines, err: Lines) -> str:
         "|---|---|---|---|---|",
     ]
     longest = 0.0
+    injections = [row["injected"] for row in rows if isinstance(row.get("injected"), float)]
     for row in rows:
         injected = row.get("injected")
         error = recovered = None
         if isinstance(injected, float):
+            following = [t for t in injections if isinstance(t, float) and t > injected]
             first_error = err.first(ERROR_RE, injected)
+            if first_error is not None and following and first_error >= following[0]:
+                first_error = None  # the next fault's
             if first_error is not None:
                 error = first_error - injected
                 next_commit = out.first(commit, first_error)
@@ -194,7 +199,15 @@ def _table(rows: list[dict[str, object]], out: Lines, err: Lines) -> str:
                     row["recovered_s"] = recovered
                     longest = max(longest, recovered)
         lines.append(f"| {row['at']} | {row['fault']} | {row['did']} | {_seconds(error)} | {_seconds(recovered)} |")
-    lines += ["", f"Longest recovery: {longest:.1f} s"]
+    steps = ", ".join(sorted({d.get("steps", "?") for d in done}))
+    sizes = ", ".join(sorted({d.get("size", "?") for d in done}))
+    once = all(d.get("log_ok") == "True" for d in done)
+    equal = len({d.get("checksum") for d in done}) == 1
+    ending = (
+        f"Longest recovery: {longest:.1f} s. The job ended with {len(done)} workers (world size {sizes}) at "
+        f"step {steps}; every step committed exactly once on every worker: {once}; identical weights: {equal}."
+    )
+    lines += ["", ending]
     return "\n".join(lines)
 
 
