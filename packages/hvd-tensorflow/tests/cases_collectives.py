@@ -391,3 +391,37 @@ def case_adasum(mode: str) -> None:
         assert_close(got, expected(each), np.float32)
     local_gradients = [2 * x.T @ (x @ np.ones(3, np.float32)) for x in x_all]  # d/dw |x w|^2
     assert_close(results[5], expected(local_gradients), np.float32)
+
+
+def case_mpi_ops(mode: str) -> None:
+    """Horovod's horovod.tensorflow.mpi_ops as scripts and Keras layers written for Horovod use it:
+    the job's questions, the ops, and its raw collectives (Sum by default, Horovod's order)."""
+    from horovod.tensorflow import mpi_ops
+
+    mpi_ops.init()
+    n, rank = mpi_ops.size(), mpi_ops.rank()
+    assert mpi_ops.is_initialized() and mpi_ops.local_size() == n and mpi_ops.cross_size() == 1
+    assert mpi_ops.gloo_enabled() and mpi_ops.gloo_built() and not mpi_ops.ddl_built()
+    assert {mpi_ops.Adasum, mpi_ops.Min, mpi_ops.Max, mpi_ops.Product} == {hvd.Adasum, hvd.Min, hvd.Max, hvd.Product}
+    assert mpi_ops.global_process_set is hvd.global_process_set
+    rows = 2 * n
+    inputs = [contribution(r, (rows, 2), "float32") for r in range(n)]
+
+    def build(x: tf.Tensor) -> Any:
+        total = mpi_ops._allreduce(x, name="mo.ar")
+        grouped = mpi_ops._grouped_allreduce([x, 2 * x], name="mo.gar", op=mpi_ops.Average)
+        gathered = mpi_ops.allgather(x, name="mo.ag")
+        broadcast = mpi_ops.broadcast(x, 0, name="mo.bc")
+        scattered = mpi_ops.reducescatter(x, "mo.rs")
+        grouped_scattered = mpi_ops.grouped_reducescatter([x], "mo.grs", mpi_ops.Average)
+        return total, grouped, gathered, broadcast, scattered, grouped_scattered
+
+    total, grouped, gathered, broadcast, scattered, grouped_scattered = run_in_mode(mode, build, inputs[rank])
+    summed, mean = reduce_reference("Sum", inputs), reduce_reference("Average", inputs)
+    assert_close(total, summed, "float32", f"{mode} mpi_ops._allreduce (Sum by default)")
+    assert_close(grouped[1], 2 * mean, "float32", f"{mode} mpi_ops._grouped_allreduce")
+    assert_close(gathered, np.concatenate(inputs), "float32", f"{mode} mpi_ops.allgather")
+    assert_close(broadcast, inputs[0], "float32", f"{mode} mpi_ops.broadcast")
+    mine = slice(2 * rank, 2 * rank + 2)
+    assert_close(scattered, summed[mine], "float32", f"{mode} mpi_ops.reducescatter (Sum by default)")
+    assert_close(grouped_scattered[0], mean[mine], "float32", f"{mode} mpi_ops.grouped_reducescatter")

@@ -24,6 +24,7 @@ PER_MODE = [
     collectives.case_variables_and_queries,
     collectives.case_mismatches,
     collectives.case_adasum,
+    collectives.case_mpi_ops,
     training.case_gradients,
 ]
 EAGER_AND_FUNCTION = [

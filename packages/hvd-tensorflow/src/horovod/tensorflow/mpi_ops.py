@@ -20,15 +20,43 @@ import tensorflow as tf
 
 from horovod.common import framework_api as api
 from horovod.common.framework_api import (
+    Adasum,
     Average,
     Collectives,
+    Max,
+    Min,
     ProcessSet,
+    Product,
     Sum,
+    add_process_set,
+    ccl_built,
+    cross_rank,
+    cross_size,
+    cuda_built,
+    ddl_built,
     global_process_set,
+    gloo_built,
+    gloo_enabled,
     group_names,
     handle_average_backwards_compatibility,
+    init,
+    is_homogeneous,
+    is_initialized,
+    local_rank,
+    local_size,
+    mpi_built,
+    mpi_enabled,
+    mpi_threads_supported,
+    nccl_built,
     process_set_id,
+    rank,
+    remove_process_set,
+    rocm_built,
     shared_parameters,
+    shutdown,
+    size,
+    start_timeline,
+    stop_timeline,
     synchronize,
 )
 from horovod.tensorflow import bridge, native
@@ -540,7 +568,145 @@ def _scalar(tensor: tf.Tensor) -> tf.Tensor:
     return tensor
 
 
+# --- Horovod's mpi_ops module -------------------------------------------------------------------
+# Scripts, and Keras layers written for Horovod, import from horovod.tensorflow.mpi_ops the job's
+# questions, the ops, the process sets and its raw collectives (allreduce and reducescatter with
+# Sum as the default op, no compression). The collectives whose signatures horovod.tensorflow
+# shares come from there (__getattr__: that module imports this one).
+
+
+def _allreduce(
+    tensor: Any,
+    name: str | None = None,
+    op: int = Sum,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+    ignore_name_scope: bool = False,
+    process_set: ProcessSet = global_process_set,
+) -> tf.Tensor:
+    """Horovod's raw allreduce: ``op`` Sum by default; no compression, no IndexedSlices."""
+    check_op(op, "allreduce")
+    name = engine_name("allreduce", name, ignore_name_scope)
+    return allreduce_tensor(bridge.as_tensor(tensor), name, op, prescale_factor, postscale_factor, process_set)
+
+
+def _grouped_allreduce(
+    tensors: Sequence[Any],
+    name: str | None = None,
+    op: int = Sum,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+    ignore_name_scope: bool = False,
+    process_set: ProcessSet = global_process_set,
+) -> list[tf.Tensor]:
+    """Horovod's raw grouped allreduce: the tensors as one group, ``op`` Sum by default."""
+    check_op(op, "grouped_allreduce")
+    tensors = [bridge.as_tensor(t) for t in tensors]
+    if not tensors:
+        return []
+    name = engine_name("grouped_allreduce", name, ignore_name_scope)
+    return grouped_allreduce_tensors(tensors, name, op, prescale_factor, postscale_factor, process_set)
+
+
+def reducescatter(
+    tensor: Any,
+    name: str | None = None,
+    op: int = Sum,
+    ignore_name_scope: bool = False,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+    process_set: ProcessSet = global_process_set,
+) -> tf.Tensor:
+    """Horovod's raw reducescatter (its mpi_ops order of parameters; ``op`` Sum by default): this
+    rank's part of the first dimension of the reduction.
+
+    :param tensor: the tensor to reduce, the same shape and dtype on every rank.
+    :param name: a name for the operation, the same on every rank; by default one is generated.
+    :param op: ``Sum`` (the default) or ``Average``.
+    :param ignore_name_scope: use ``name`` as it is, without the current name scope.
+    :param prescale_factor: multiplies the tensor before the reduction.
+    :param postscale_factor: multiplies the result.
+    :param process_set: the ranks taking part (all of them by default).
+    """
+    name = engine_name("reducescatter", name, ignore_name_scope)
+    tensors = [tf.convert_to_tensor(tensor)]
+    return reducescatter_tensors(tensors, name, op, prescale_factor, postscale_factor, process_set, group=False)[0]
+
+
+def grouped_reducescatter(
+    tensors: Sequence[Any],
+    name: str | None = None,
+    op: int = Sum,
+    ignore_name_scope: bool = False,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+    process_set: ProcessSet = global_process_set,
+) -> list[tf.Tensor]:
+    """Horovod's raw grouped reducescatter (its mpi_ops order of parameters; ``op`` Sum by
+    default): the tensors as one group, each as :func:`reducescatter` does.
+
+    :param tensors: the tensors to reduce, each the same shape and dtype on every rank.
+    :param name: a name for the group, the same on every rank; by default one is generated.
+    :param op: ``Sum`` (the default) or ``Average``.
+    :param ignore_name_scope: use ``name`` as it is, without the current name scope.
+    :param prescale_factor: multiplies the tensors before the reduction.
+    :param postscale_factor: multiplies the results.
+    :param process_set: the ranks taking part (all of them by default).
+    """
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    if not tensors:
+        return []
+    name = engine_name("grouped_reducescatter", name, ignore_name_scope)
+    return reducescatter_tensors(tensors, name, op, prescale_factor, postscale_factor, process_set, group=True)
+
+
+_FROM_COLLECTIVES = ("allgather", "grouped_allgather", "broadcast", "alltoall")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_COLLECTIVES:
+        from horovod.tensorflow import collectives
+
+        return getattr(collectives, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
+    "Adasum",
+    "Average",
+    "Max",
+    "Min",
+    "Product",
+    "ProcessSet",
+    "Sum",
+    "add_process_set",
+    "ccl_built",
+    "cross_rank",
+    "cross_size",
+    "cuda_built",
+    "ddl_built",
+    "gloo_built",
+    "gloo_enabled",
+    "global_process_set",
+    "grouped_reducescatter",
+    "init",
+    "is_homogeneous",
+    "is_initialized",
+    "local_rank",
+    "local_size",
+    "mpi_built",
+    "mpi_enabled",
+    "mpi_threads_supported",
+    "nccl_built",
+    "rank",
+    "reducescatter",
+    "remove_process_set",
+    "rocm_built",
+    "shutdown",
+    "size",
+    "start_timeline",
+    "stop_timeline",
+    *_FROM_COLLECTIVES,
     "allgather_tensor",
     "allreduce_tensor",
     "alltoall_tensor",
