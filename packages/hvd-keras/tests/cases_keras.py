@@ -306,3 +306,51 @@ def _raises(kind: type[BaseException], fragment: str, call: Any) -> None:
         assert fragment in str(error), str(error)
     else:
         raise AssertionError(f"expected {kind.__name__} mentioning {fragment!r}")
+
+
+def case_partial_optimizer() -> None:
+    """PartialDistributedOptimizer: the shared layer's gradients are averaged over the ranks; the
+    local layer's stay on each rank, divided by the size (scale_local_gradients, Horovod's rule);
+    BroadcastGlobalVariablesCallback(local_variables=...) leaves the local layer's weights alone."""
+    import keras
+
+    import horovod.keras as hvd
+
+    hvd.init()
+    n, rank = hvd.size(), hvd.rank()
+    lr = 0.1
+
+    def make(seed: int) -> tuple[Any, Any]:
+        keras.utils.set_random_seed(seed)
+        local = keras.layers.Dense(2, name="local")
+        return keras.Sequential([keras.Input((6,)), keras.layers.Dense(3, name="shared"), local]), local
+
+    model, local = make(300 + rank)
+    shared_start = hvd.broadcast_object([w.tolist() for w in _weights(model)[:2]], root_rank=0, name="partial.root")
+    local_starts = hvd.allgather_object([w.tolist() for w in _weights(model)[2:]], name="partial.local")
+    opt = hvd.PartialDistributedOptimizer(keras.optimizers.SGD(lr), local_layers=[local])
+    model.compile(optimizer=opt, loss="mse")
+    keep = hvd.callbacks.BroadcastGlobalVariablesCallback(0, local_variables=local.trainable_weights)
+    x, y = dataset(BATCH, seed=rank)  # each rank's own batch
+    model.fit(x, y, batch_size=BATCH, verbose=0, callbacks=[keep])
+
+    # One plain SGD step per rank, from the shared start and that rank's own local weights.
+    shared_steps, local_step = [], None
+    for r in range(n):
+        reference, _ = make(0)
+        start = [np.asarray(w) for w in shared_start] + [np.asarray(w) for w in local_starts[r]]
+        reference.set_weights(start)
+        reference.compile(optimizer=keras.optimizers.SGD(lr), loss="mse")
+        reference.train_on_batch(*dataset(BATCH, seed=r))
+        after = _weights(reference)
+        shared_steps.append(after[:2])
+        if r == rank:
+            local_step = [s + (a - s) / n for s, a in zip(start[2:], after[2:], strict=True)]
+    got = _weights(model)
+    for g, w in zip(got[:2], [np.mean([s[i] for s in shared_steps], axis=0) for i in range(2)], strict=True):
+        assert np.allclose(g, w, atol=1e-5), ("shared", g.ravel()[:3], w.ravel()[:3])
+    for g, w in zip(got[2:], local_step, strict=True):
+        assert np.allclose(g, w, atol=1e-5), ("local", g.ravel()[:3], w.ravel()[:3])
+    _same_on_every_rank(got[:2], "partial.shared")
+    gathered = hvd.allgather_object([w.tolist() for w in got[2:]], name="partial.local.after")
+    assert n == 1 or gathered[0] != gathered[1], "the local layer must differ between ranks"

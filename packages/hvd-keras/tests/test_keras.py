@@ -24,6 +24,7 @@ def calls(directory: str) -> list[Call]:
         ("fit_matches_single_process-backward_passes_2", cases.case_fit_matches_single_process, (2,)),
         ("optimizer_options", cases.case_optimizer_options, ()),
         ("broadcast_callback", cases.case_broadcast_callback, ()),
+        ("partial_optimizer", cases.case_partial_optimizer, ()),
         ("metric_average", cases.case_metric_average, ()),
         ("learning_rate_callbacks", cases.case_learning_rate_callbacks, ()),
         ("load_model_round_trip", cases.case_load_model_round_trip, (directory,)),

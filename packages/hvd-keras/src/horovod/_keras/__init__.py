@@ -19,7 +19,7 @@ EXPORTS = {
         "allgather_object"
     ),
     "horovod._keras.functions": "allreduce allgather broadcast reducescatter broadcast_global_variables",
-    "horovod._keras.optimizer": "DistributedOptimizer",
+    "horovod._keras.optimizer": "DistributedOptimizer PartialDistributedOptimizer",
     "horovod._keras.saving": "load_model",
     "horovod._keras.compression": "Compression",
 }

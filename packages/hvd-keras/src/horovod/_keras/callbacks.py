@@ -36,13 +36,25 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):  # type: ignor
 
     :param root_rank: the rank whose variables every rank gets.
     :param device: accepted as Horovod takes it (the device of the broadcast); ignored.
+    :param local_variables: variables each rank keeps as its own (a ``PartialDistributedOptimizer``'s local layers'
+        weights): left out of the broadcast, as are those given to ``register_local_var``.
     """
 
-    def __init__(self, root_rank: int, device: str = "") -> None:
+    def __init__(self, root_rank: int, device: str = "", local_variables: Any = None) -> None:
         super().__init__()
         self.root_rank = root_rank
         self.device = device  # accepted as Horovod does
         self.broadcast_done = False
+        self._local: set[int] = set()
+        for var in [] if local_variables is None else local_variables:
+            self.register_local_var(var)
+
+    def register_local_var(self, var: Any) -> None:
+        """Leaves ``var`` out of the broadcast: each rank keeps its own value.
+
+        :param var: a variable of the model (a local layer's weight).
+        """
+        self._local.add(id(var))
 
     def _broadcast(self) -> None:
         optimizer = getattr(self.model, "optimizer", None)
@@ -50,6 +62,7 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):  # type: ignor
         if optimizer is not None and optimizer.built:
             variables += list(optimizer.variables)
             self.broadcast_done = True
+        variables = [v for v in variables if id(v) not in self._local]
         broadcast_variables(variables, self.root_rank, "BroadcastGlobalVariablesCallback")
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:

@@ -28,6 +28,7 @@ from horovod.common.framework_api import (
     ProcessSet,
     check_gradient_options,
     global_process_set,
+    set_size,
     shared_parameters,
 )
 
@@ -59,15 +60,28 @@ class _Distributed:
         super().build(variables)  # type: ignore[misc]
         self._hvd.prepare(variables)
 
+    def register_local_var(self, var: Any) -> None:
+        """Keeps ``var``'s gradient local: not reduced over the ranks (divided by the process set's
+        size unless ``scale_local_gradients=False``), as Horovod's optimizer does.
+
+        :param var: a variable the optimizer updates (a layer's weight).
+        """
+        self._hvd.local.add(id(var))
+
 
 class _HvdState:
     """A distributed optimizer's settings, reducer and local sums. Held as one plain object, which
     Keras's attribute tracking leaves alone (its variables are not the optimizer's)."""
 
-    def __init__(self, settings: GradientSettings, passes: int, average_aggregated: bool) -> None:
+    def __init__(
+        self, settings: GradientSettings, passes: int, average_aggregated: bool, scale_local: bool = True
+    ) -> None:
         self.settings = settings
         self.passes = passes
         self.average_aggregated = average_aggregated
+        self.scale_local = scale_local
+        #: ids of the variables whose gradients stay local (register_local_var)
+        self.local: set[int] = set()
         self._reducer: Any = None
         self._sums: list[Any] | None = None
         self._count: Any = None
@@ -75,7 +89,20 @@ class _HvdState:
     def reduce(self, gradients: list[Any], variables: Sequence[Any]) -> list[Any]:
         if self._reducer is None:  # the backend's adapter, once Keras runs
             self._reducer = frameworks.current().gradient_reducer(self.settings)
-        return list(self._reducer.reduce(gradients, list(variables)))
+        variables = list(variables)
+        if not self.local:
+            return list(self._reducer.reduce(gradients, variables))
+        shared = [i for i, v in enumerate(variables) if id(v) not in self.local]
+        reduced = list(self._reducer.reduce([gradients[i] for i in shared], [variables[i] for i in shared]))
+        results = list(gradients)
+        for i, gradient in zip(shared, reduced, strict=True):
+            results[i] = gradient
+        if self.scale_local:
+            size = set_size(self.settings.process_set)
+            for i, v in enumerate(variables):
+                if id(v) in self.local and results[i] is not None:
+                    results[i] = results[i] / size
+        return results
 
     def prepare(self, variables: Sequence[Any]) -> None:
         """Creates the local sums of backward_passes_per_step > 1, when Keras builds the optimizer."""
@@ -155,12 +182,14 @@ def gradient_settings(
     )
 
 
-def attach(optimizer: Any, settings: GradientSettings, passes: int, average_aggregated: bool) -> Any:
+def attach(
+    optimizer: Any, settings: GradientSettings, passes: int, average_aggregated: bool, scale_local: bool = True
+) -> Any:
     """Makes ``optimizer`` itself distributed (its state kept): how a loaded optimizer is wrapped."""
     if passes < 1:
         raise ValueError(f"backward_passes_per_step must be at least 1, got {passes}")
     optimizer.__class__ = _distributed_class(type(optimizer))
-    optimizer._hvd = _HvdState(settings, passes, average_aggregated)
+    optimizer._hvd = _HvdState(settings, passes, average_aggregated, scale_local)
     if optimizer.built:
         optimizer._hvd.prepare(optimizer._trainable_variables)
     return optimizer
@@ -181,6 +210,7 @@ def DistributedOptimizer(
     num_groups: int = 0,
     groups: Any = None,
     process_set: ProcessSet = global_process_set,
+    scale_local_gradients: bool = True,
 ) -> Any:
     """A new optimizer of ``optimizer``'s class and configuration whose updates use gradients
     reduced (``op``, default Average) over the ranks of ``process_set``.
@@ -208,6 +238,8 @@ def DistributedOptimizer(
     :param groups: gradients reduced together as one grouped allreduce: a number of groups, or a list of lists of
         variables, each list a group; by default none.
     :param process_set: the ranks gradients are reduced over (default ``global_process_set``, every rank).
+    :param scale_local_gradients: divide the gradients of variables kept local (``register_local_var``) by the process
+        set's size (default ``True``, as Horovod does).
     """
     _check_optimizer(optimizer)
     settings = gradient_settings(
@@ -221,4 +253,69 @@ def DistributedOptimizer(
         process_set,
     )
     distributed = type(optimizer).from_config(optimizer.get_config())
-    return attach(distributed, settings, backward_passes_per_step, average_aggregated_gradients)
+    return attach(distributed, settings, backward_passes_per_step, average_aggregated_gradients, scale_local_gradients)
+
+
+@shared_parameters
+def PartialDistributedOptimizer(
+    optimizer: Any,
+    name: str | None = None,
+    device_dense: str = "",
+    device_sparse: str = "",
+    compression: Any = Compression.none,
+    sparse_as_dense: bool = False,
+    gradient_predivide_factor: float = 1.0,
+    op: int = Average,
+    backward_passes_per_step: int = 1,
+    average_aggregated_gradients: bool = False,
+    groups: Any = None,
+    process_set: ProcessSet = global_process_set,
+    local_layers: Any = None,
+    scale_local_gradients: bool = True,
+) -> Any:
+    """A :func:`DistributedOptimizer` whose ``local_layers`` keep their gradients local: each rank
+    trains its own copy of them (their gradients divided by the process set's size unless
+    ``scale_local_gradients=False``). Give their weights to ``BroadcastGlobalVariablesCallback``'s
+    ``local_variables`` too, so that the broadcast leaves them alone.
+
+    :param optimizer: the Keras optimizer whose class and configuration the new optimizer takes.
+    :param name: the prefix of the engine's names for the gradients (default ``Distributed<Class>``).
+    :param device_dense: accepted as Horovod takes it; ignored.
+    :param device_sparse: accepted as Horovod takes it; ignored.
+    :param compression: |shared:gradient_compression|
+    :param sparse_as_dense: reduce sparse gradients as dense tensors instead of allgathering their values and indices.
+    :param gradient_predivide_factor: |shared|
+    :param op: |shared:gradient_op|
+    :param backward_passes_per_step: the number of batches whose gradients are accumulated locally before they are
+        reduced and applied (default 1).
+    :param average_aggregated_gradients: divide the accumulated gradients by ``backward_passes_per_step``.
+    :param groups: gradients reduced together as one grouped allreduce: a number of groups, or lists of variables.
+    :param process_set: the ranks gradients are reduced over (default ``global_process_set``, every rank).
+    :param local_layers: a Keras layer or a list of them whose weights' gradients stay local (``ValueError`` for
+        anything else).
+    :param scale_local_gradients: divide the local layers' gradients by the process set's size (default ``True``).
+    """
+    layers = [] if local_layers is None else local_layers if isinstance(local_layers, (list, tuple)) else [local_layers]
+    for layer in layers:
+        if not isinstance(layer, keras.layers.Layer):
+            raise ValueError(f"local_layers must be Keras layers, got {type(layer).__name__}")
+    distributed = DistributedOptimizer(
+        optimizer,
+        name,
+        device_dense,
+        device_sparse,
+        compression,
+        sparse_as_dense,
+        gradient_predivide_factor,
+        op,
+        backward_passes_per_step,
+        average_aggregated_gradients,
+        0,
+        groups,
+        process_set,
+        scale_local_gradients,
+    )
+    for layer in layers:
+        for weight in layer.trainable_weights:
+            distributed.register_local_var(weight)
+    return distributed
