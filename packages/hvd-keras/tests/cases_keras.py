@@ -354,3 +354,29 @@ def case_partial_optimizer() -> None:
     _same_on_every_rank(got[:2], "partial.shared")
     gathered = hvd.allgather_object([w.tolist() for w in got[2:]], name="partial.local.after")
     assert n == 1 or gathered[0] != gathered[1], "the local layer must differ between ranks"
+
+
+def case_best_model_checkpoint(directory: str) -> None:
+    """BestModelCheckpoint saves the whole model when val_loss improves, from rank 0 only; its path
+    follows Keras 3's rule (a .keras file)."""
+    import keras
+
+    import horovod.keras as hvd
+
+    hvd.init()
+    rank = hvd.rank()
+    model = _model(seed=7)
+    model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.05)), loss="mse")
+    path = os.path.join(directory, f"best.rank{rank}.keras")  # one path per rank: who saved shows
+    checkpoint = hvd.callbacks.BestModelCheckpoint(filepath=path)
+    x, y = dataset(4 * BATCH, seed=rank)
+    model.fit(x, y, batch_size=BATCH, epochs=3, verbose=0, validation_data=(x, y), callbacks=[checkpoint])
+    assert os.path.exists(path) == (rank == 0), (rank, os.listdir(directory))
+    if rank == 0:
+        assert keras.saving.load_model(path).count_params() == model.count_params()
+    try:
+        hvd.callbacks.BestModelCheckpoint(filepath=os.path.join(directory, "best.ckpt"))
+    except ValueError as error:
+        assert ".keras" in str(error), error
+    else:
+        raise AssertionError("a checkpoint path without .keras was accepted")

@@ -25,6 +25,7 @@ def calls(directory: str) -> list[Call]:
         ("optimizer_options", cases.case_optimizer_options, ()),
         ("broadcast_callback", cases.case_broadcast_callback, ()),
         ("partial_optimizer", cases.case_partial_optimizer, ()),
+        ("best_model_checkpoint", cases.case_best_model_checkpoint, (directory,)),
         ("metric_average", cases.case_metric_average, ()),
         ("learning_rate_callbacks", cases.case_learning_rate_callbacks, ()),
         ("load_model_round_trip", cases.case_load_model_round_trip, (directory,)),

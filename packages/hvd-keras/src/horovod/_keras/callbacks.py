@@ -288,3 +288,39 @@ __all__ = [
     "MetricAverageCallback",
     "broadcast_variables",
 ]
+
+
+class BestModelCheckpoint(keras.callbacks.ModelCheckpoint):  # type: ignore[misc]  # (Keras is untyped)
+    """Saves the whole model to ``filepath`` each time ``monitor`` improves, from rank 0 only (the
+    ranks' models are the same; one writer keeps the file whole). Horovod's callback, whose Spark
+    estimator sets ``filepath`` to its own checkpoint; Keras 3's ModelCheckpoint rules apply to the
+    path (a ``.keras`` file; Keras 3.4 and later also take ``.h5``).
+
+    :param monitor: the metric to watch (default ``val_loss``).
+    :param verbose: 1 to print a line when the model is saved.
+    :param mode: ``auto``, ``min`` or ``max``: whether the metric improves by falling or rising.
+    :param save_freq: ``epoch`` (the default), or a number of batches between checks.
+    :param filepath: where the model goes (default ``best_model.keras`` in the working directory).
+    """
+
+    def __init__(
+        self,
+        monitor: str = "val_loss",
+        verbose: int = 0,
+        mode: str = "auto",
+        save_freq: Any = "epoch",
+        filepath: str = "best_model.keras",
+    ) -> None:
+        super().__init__(
+            filepath,
+            monitor=monitor,
+            verbose=verbose,
+            save_best_only=True,
+            save_weights_only=False,
+            mode=mode,
+            save_freq=save_freq,
+        )
+
+    def _save_model(self, epoch: int, batch: int | None, logs: dict[str, Any] | None) -> None:
+        if hvd_common.rank() == 0:
+            super()._save_model(epoch, batch, logs)

@@ -1,6 +1,7 @@
 """Horovod's Keras callbacks (horovod._keras.callbacks)."""
 
 from horovod._keras.callbacks import (
+    BestModelCheckpoint,
     BroadcastGlobalVariablesCallback,
     LearningRateScheduleCallback,
     LearningRateWarmupCallback,
@@ -8,6 +9,7 @@ from horovod._keras.callbacks import (
 )
 
 __all__ = [
+    "BestModelCheckpoint",
     "BroadcastGlobalVariablesCallback",
     "LearningRateScheduleCallback",
     "LearningRateWarmupCallback",
