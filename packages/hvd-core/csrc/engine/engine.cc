@@ -527,18 +527,21 @@ std::string Engine::TimelinePath(const std::string& path) const {
   return config_.timeline_all_ranks ? path + ".rank" + std::to_string(config_.rank) : path;
 }
 
+Status Engine::OpenTimeline(const std::string& path, bool mark_cycles) {
+  if (config_.rank != 0 && !config_.timeline_all_ranks) return Status::Ok();  // rank 0 writes the job's timeline
+  return timeline_->Start(TimelinePath(path), mark_cycles, config_.timeline_max_bytes, config_.rank);
+}
+
 void Engine::StartTimeline(const std::string& path, bool mark_cycles) {
-  if (config_.rank != 0 && !config_.timeline_all_ranks) return;  // rank 0 writes the job's timeline
-  Status st = timeline_->Start(TimelinePath(path), mark_cycles, config_.timeline_max_bytes, config_.rank);
+  Status st = OpenTimeline(path, mark_cycles);
   if (!st.ok()) throw StatusError{st};
 }
 
 void Engine::StopTimeline() { timeline_->Stop(); }
 
 void Engine::StartConfiguredTimeline() {
-  if (config_.timeline_path.empty() || (config_.rank != 0 && !config_.timeline_all_ranks)) return;
-  Status st = timeline_->Start(TimelinePath(config_.timeline_path), config_.timeline_mark_cycles,
-                               config_.timeline_max_bytes, config_.rank);
+  if (config_.timeline_path.empty()) return;
+  Status st = OpenTimeline(config_.timeline_path, config_.timeline_mark_cycles);
   if (!st.ok()) HVD_LOG(log_, kWarning) << st.message();
 }
 

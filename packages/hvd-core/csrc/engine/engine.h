@@ -217,6 +217,8 @@ class Engine {
   void FollowTimelineWindow(uint64_t steps);
   // The timeline at config_.timeline_path, where this rank writes one.
   void StartConfiguredTimeline();
+  // Starts this rank's timeline file for `path` (where this rank writes one).
+  Status OpenTimeline(const std::string& path, bool mark_cycles);
   // Records a device entry's ready event on the caller's stream (requires mu_).
   Status MarkReady(TensorEntry& e);
   // Queues a refused group member in `ps` (requires mu_, through `lk`, which it may release).
